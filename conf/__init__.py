@@ -1,0 +1,1 @@
+"""purerl's Hydra configs, shipped inside the wheel as the package `purerl.conf`."""

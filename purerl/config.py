@@ -1,0 +1,192 @@
+"""The typed configuration schema, its validation, and the sizes derived from it.
+
+The dataclasses are plain (not frozen) so that Hydra can merge them as structured configs;
+after `validate` nothing mutates a `Config`. Derived sizes are properties, never written back.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import List, Optional
+
+SCHEDULED_HYPERPARAMS = ("lr", "ent_coef", "clip_eps", "vf_coef", "gamma", "gae_lambda")
+SCHEDULE_KINDS = ("constant", "linear", "cosine", "exponential", "piecewise")
+ACTIVATIONS = ("tanh", "relu", "gelu", "swish", "silu", "elu", "leaky_relu", "sigmoid", "softplus")
+
+
+class ConfigError(ValueError):
+    """A setting is invalid; the message is one line naming the setting and the numbers."""
+
+
+@dataclass
+class ScheduleConfig:
+    """How one hyperparameter moves over the run, as a multiple of its base value.
+
+    `progress` is update / num_updates in [0, 1); `fraction` stretches or shortens the move.
+    """
+
+    kind: str = "constant"  # constant | linear | cosine | exponential | piecewise
+    end: float = 0.0  # linear, cosine, exponential: multiplier reached at the end
+    fraction: float = 1.0  # share of the run over which linear/cosine/exponential move, then hold
+    boundaries: List[float] = field(default_factory=list)  # piecewise: increasing run fractions
+    values: List[float] = field(default_factory=list)  # piecewise: multipliers, one more than boundaries
+
+
+@dataclass
+class SchedulesConfig:
+    """The controller: one schedule per scheduled hyperparameter."""
+
+    lr: ScheduleConfig = field(default_factory=ScheduleConfig)
+    ent_coef: ScheduleConfig = field(default_factory=ScheduleConfig)
+    clip_eps: ScheduleConfig = field(default_factory=ScheduleConfig)
+    vf_coef: ScheduleConfig = field(default_factory=ScheduleConfig)
+    gamma: ScheduleConfig = field(default_factory=ScheduleConfig)
+    gae_lambda: ScheduleConfig = field(default_factory=ScheduleConfig)
+
+
+@dataclass
+class EnvConfig:
+    name: str = ""  # a gymnax id, or "module:attr" (an Environment subclass or a factory)
+    num_envs: int = 4  # parallel environments per seed, split across devices
+
+
+@dataclass
+class PPOConfig:
+    num_steps: int = 128  # rollout length T per env per update
+    num_epochs: int = 4
+    num_minibatches: int = 4
+    lr: float = 2.5e-4
+    anneal_lr: bool = True  # shorthand for schedule.lr = linear to 0
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    clip_eps: float = 0.2
+    clip_value: bool = True
+    ent_coef: float = 0.01
+    vf_coef: float = 0.5
+    max_grad_norm: float = 0.5
+    target_kl: Optional[float] = None  # stop an update's epochs once approx KL > 1.5 x target_kl
+    schedule: SchedulesConfig = field(default_factory=SchedulesConfig)
+
+
+@dataclass
+class NetworkConfig:
+    hidden_sizes: List[int] = field(default_factory=lambda: [64, 64])
+    activation: str = "tanh"
+    shared: bool = False  # true: one trunk with policy and value heads; false: two towers
+
+
+@dataclass
+class Config:
+    seed: int = 0
+    num_seeds: int = 1  # independent seeds vmapped inside one compiled program
+    total_timesteps: int = 500_000  # env steps per seed
+    log_every: int = 1  # write metrics.jsonl every this many updates
+    env: EnvConfig = field(default_factory=EnvConfig)
+    ppo: PPOConfig = field(default_factory=PPOConfig)
+    network: NetworkConfig = field(default_factory=NetworkConfig)
+
+    @property
+    def batch_size(self) -> int:
+        """Transitions per seed per update, over all devices: num_envs * num_steps."""
+        return self.env.num_envs * self.ppo.num_steps
+
+    @property
+    def minibatch_size(self) -> int:
+        return self.batch_size // self.ppo.num_minibatches
+
+    @property
+    def num_updates(self) -> int:
+        return self.total_timesteps // self.batch_size
+
+    def schedule(self, name: str) -> ScheduleConfig:
+        """The effective schedule of `name`, with `anneal_lr` resolved (nothing is written back)."""
+        schedule = getattr(self.ppo.schedule, name)
+        if name == "lr" and self.ppo.anneal_lr:
+            return ScheduleConfig(kind="linear", end=0.0)
+        return schedule
+
+
+def validate(config: Config, num_devices: int = 1) -> Config:
+    """Checks every setting and derived size; raises ConfigError with a one-line message."""
+    env, ppo = config.env, config.ppo
+    if not env.name:
+        raise ConfigError(
+            "env.name is empty: pass +env=<preset>, or +env=gymnax env.name=<gymnax id or module:attr>"
+        )
+    _positive("num_seeds", config.num_seeds)
+    _positive("log_every", config.log_every)
+    _positive("env.num_envs", env.num_envs)
+    if env.num_envs % num_devices:
+        raise ConfigError(
+            f"env.num_envs={env.num_envs} is not divisible by the number of devices ({num_devices})"
+        )
+    for key in ("num_steps", "num_epochs", "num_minibatches"):
+        _positive(f"ppo.{key}", getattr(ppo, key))
+    local_batch = env.num_envs // num_devices * ppo.num_steps
+    if local_batch % ppo.num_minibatches:
+        raise ConfigError(
+            f"env.num_envs * ppo.num_steps = {env.num_envs} * {ppo.num_steps} = {config.batch_size}"
+            + (f" ({local_batch} per device)" if num_devices > 1 else "")
+            + f" is not divisible by ppo.num_minibatches={ppo.num_minibatches}"
+        )
+    if config.total_timesteps < config.batch_size:
+        raise ConfigError(
+            f"total_timesteps={config.total_timesteps} is smaller than one update: "
+            f"env.num_envs * ppo.num_steps = {env.num_envs} * {ppo.num_steps} = {config.batch_size}"
+        )
+    if not ppo.lr > 0:
+        raise ConfigError(f"ppo.lr={ppo.lr} must be > 0")
+    for key in ("gamma", "gae_lambda"):
+        value = getattr(ppo, key)
+        if not 0.0 <= value <= 1.0:
+            raise ConfigError(f"ppo.{key}={value} must be in [0, 1]")
+    if not ppo.clip_eps > 0:
+        raise ConfigError(f"ppo.clip_eps={ppo.clip_eps} must be > 0")
+    for key in ("ent_coef", "vf_coef"):
+        if getattr(ppo, key) < 0:
+            raise ConfigError(f"ppo.{key}={getattr(ppo, key)} must be >= 0")
+    if not ppo.max_grad_norm > 0:
+        raise ConfigError(f"ppo.max_grad_norm={ppo.max_grad_norm} must be > 0")
+    if ppo.target_kl is not None and not ppo.target_kl > 0:
+        raise ConfigError(f"ppo.target_kl={ppo.target_kl} must be > 0, or null to turn it off")
+    if ppo.anneal_lr and ppo.schedule.lr.kind != "constant":
+        raise ConfigError(
+            f"ppo.anneal_lr=true and ppo.schedule.lr.kind={ppo.schedule.lr.kind} both set the lr "
+            "schedule: use one"
+        )
+    for name in SCHEDULED_HYPERPARAMS:
+        _validate_schedule(f"ppo.schedule.{name}", config.schedule(name))
+    net = config.network
+    if not net.hidden_sizes or any(size <= 0 for size in net.hidden_sizes):
+        raise ConfigError(f"network.hidden_sizes={list(net.hidden_sizes)} must be positive sizes")
+    if net.activation not in ACTIVATIONS:
+        raise ConfigError(
+            f"network.activation={net.activation!r} is not one of {', '.join(ACTIVATIONS)}"
+        )
+    return config
+
+
+def _positive(key: str, value: int) -> None:
+    if value <= 0:
+        raise ConfigError(f"{key}={value} must be > 0")
+
+
+def _validate_schedule(key: str, schedule: ScheduleConfig) -> None:
+    if schedule.kind not in SCHEDULE_KINDS:
+        raise ConfigError(f"{key}.kind={schedule.kind!r} is not one of {', '.join(SCHEDULE_KINDS)}")
+    if not 0.0 < schedule.fraction <= 1.0:
+        raise ConfigError(f"{key}.fraction={schedule.fraction} must be in (0, 1]")
+    if schedule.kind == "exponential" and not schedule.end > 0:
+        raise ConfigError(f"{key}.end={schedule.end} must be > 0 for an exponential schedule")
+    if schedule.kind == "piecewise":
+        bounds, values = list(schedule.boundaries), list(schedule.values)
+        if len(values) != len(bounds) + 1:
+            raise ConfigError(
+                f"{key}: piecewise needs one more value than boundaries, got "
+                f"{len(values)} values and {len(bounds)} boundaries"
+            )
+        if any(not 0.0 < b < 1.0 for b in bounds) or bounds != sorted(bounds):
+            raise ConfigError(f"{key}.boundaries={bounds} must increase within (0, 1)")
+    if not all(math.isfinite(v) for v in [schedule.end, *schedule.values]):
+        raise ConfigError(f"{key} has a non-finite multiplier")

@@ -1,0 +1,63 @@
+"""Builds environments from `EnvConfig`: gymnax ids or a user's `module:attr`."""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import inspect
+
+import gymnax
+from gymnax.environments.environment import Environment
+
+from purerl.config import ConfigError, EnvConfig
+from purerl.envs.wrappers import EpisodeStats, EpisodeStatsState
+
+__all__ = ["make_env", "EpisodeStats", "EpisodeStatsState"]
+
+
+def make_env(config: EnvConfig):
+    """Returns (env, env_params) for `config.name`, unwrapped; raises ConfigError."""
+    name = config.name
+    if ":" in name:
+        return _load_user_env(name)
+    if name not in gymnax.registered_envs:
+        close = difflib.get_close_matches(name, gymnax.registered_envs, n=3, cutoff=0.4)
+        hint = f"did you mean {', '.join(close)}?" if close else (
+            "valid ids: " + ", ".join(gymnax.registered_envs)
+        )
+        raise ConfigError(f"env.name={name!r} is not a gymnax environment id; {hint}")
+    try:
+        return gymnax.make(name)
+    except Exception as error:  # e.g. MNISTBandit-bsuite downloads its data at construction
+        raise ConfigError(f"env.name={name!r} could not be made: {_one_line(error)}") from None
+
+
+def _load_user_env(name: str):
+    module_name, _, attr = name.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as error:
+        raise ConfigError(
+            f"env.name={name!r}: cannot import module {module_name!r}: {_one_line(error)}"
+        ) from None
+    if not hasattr(module, attr):
+        raise ConfigError(f"env.name={name!r}: module {module_name!r} has no attribute {attr!r}")
+    target = getattr(module, attr)
+    try:
+        made = target()
+    except Exception as error:
+        raise ConfigError(f"env.name={name!r}: calling {attr}() failed: {_one_line(error)}") from None
+    env, env_params = made if isinstance(made, tuple) else (made, None)
+    if not isinstance(env, Environment) and not all(
+        hasattr(env, method) for method in ("reset", "step", "action_space", "default_params")
+    ):
+        kind = "class" if inspect.isclass(target) else "factory"
+        raise ConfigError(
+            f"env.name={name!r}: the {kind} returned {type(env).__name__}, not a gymnax Environment"
+        )
+    return env, env.default_params if env_params is None else env_params
+
+
+def _one_line(error: Exception) -> str:
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0] if text else ''}".rstrip(": ")

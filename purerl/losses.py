@@ -1,0 +1,68 @@
+"""The PPO loss as a pure function of arrays."""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Optional, Tuple
+
+import jax
+import jax.numpy as jnp
+
+
+class LossInfo(NamedTuple):
+    policy_loss: jax.Array
+    value_loss: jax.Array
+    entropy: jax.Array
+    approx_kl: jax.Array  # mean of (ratio - 1) - log ratio, always >= 0
+    clip_frac: jax.Array  # share of samples with |ratio - 1| > clip_eps
+
+
+def ppo_loss(
+    log_prob: jax.Array,
+    entropy: jax.Array,
+    value: jax.Array,
+    old_log_prob: jax.Array,
+    old_value: jax.Array,
+    advantages: jax.Array,
+    returns: jax.Array,
+    *,
+    clip_eps: float | jax.Array,
+    vf_coef: float | jax.Array,
+    ent_coef: float | jax.Array,
+    clip_value: bool,
+) -> Tuple[jax.Array, LossInfo]:
+    """Clipped-surrogate PPO loss over a minibatch; every array is `[N]`.
+
+    `advantages` are used as given (normalize them first with `normalize_advantages`).
+    The value loss is 0.5 * squared error, maximized with its clipped twin when `clip_value`.
+    """
+    log_ratio = log_prob - old_log_prob
+    ratio = jnp.exp(log_ratio)
+    surrogate = jnp.minimum(
+        ratio * advantages, jnp.clip(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * advantages
+    )
+    policy_loss = -surrogate.mean()
+    value_error = jnp.square(value - returns)
+    if clip_value:
+        clipped = old_value + jnp.clip(value - old_value, -clip_eps, clip_eps)
+        value_error = jnp.maximum(value_error, jnp.square(clipped - returns))
+    value_loss = 0.5 * value_error.mean()
+    mean_entropy = entropy.mean()
+    loss = policy_loss + vf_coef * value_loss - ent_coef * mean_entropy
+    info = LossInfo(
+        policy_loss=policy_loss,
+        value_loss=value_loss,
+        entropy=mean_entropy,
+        approx_kl=jax.lax.stop_gradient(((ratio - 1.0) - log_ratio).mean()),
+        clip_frac=jax.lax.stop_gradient((jnp.abs(ratio - 1.0) > clip_eps).mean()),
+    )
+    return loss, info
+
+
+def normalize_advantages(advantages: jax.Array, axis_name: Optional[str] = None) -> jax.Array:
+    """(A - mean) / (std + 1e-8) over the minibatch `[N]`, pooled across `axis_name` devices."""
+    mean = advantages.mean()
+    mean_sq = jnp.square(advantages).mean()
+    if axis_name is not None:
+        mean, mean_sq = jax.lax.pmean((mean, mean_sq), axis_name)
+    std = jnp.sqrt(jnp.maximum(mean_sq - jnp.square(mean), 0.0))
+    return (advantages - mean) / (std + 1e-8)

@@ -1,0 +1,42 @@
+"""Mapping a per-seed, per-device function over seeds (`vmap`) and devices (`shard_map`)."""
+
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+import jax
+import numpy as np
+from jax.sharding import AxisType, Mesh
+
+DEVICE_AXIS = "devices"
+
+
+def make_mesh(num_devices: Optional[int] = None) -> Mesh:
+    """A one-axis mesh over the first `num_devices` local devices (default: all)."""
+    devices = jax.local_devices()[: num_devices or jax.local_device_count()]
+    return Mesh(np.array(devices), (DEVICE_AXIS,), axis_types=(AxisType.Auto,))
+
+
+def shard_over_devices(fn: Callable, *, mesh: Mesh, in_specs, out_specs) -> Callable:
+    """`shard_map` of `fn` over `mesh`; on a single device, `fn` itself."""
+    if mesh.size == 1:
+        return fn
+    return jax.shard_map(fn, mesh=mesh, in_specs=in_specs, out_specs=out_specs)
+
+
+def map_seeds(fn: Callable, num_seeds: int, in_axes=0) -> Callable:
+    """`vmap` of `fn` over a leading seed axis of size `num_seeds`.
+
+    With one seed the function runs unbatched and its outputs gain the axis, so a
+    `lax.cond` inside it stays a real branch instead of becoming a select.
+    """
+    if num_seeds > 1:
+        return jax.vmap(fn, in_axes=in_axes)
+
+    def single(*args):
+        axes = in_axes if isinstance(in_axes, tuple) else (in_axes,) * len(args)
+        args = [arg if axis is None else jax.tree.map(lambda x: x[0], arg)
+                for arg, axis in zip(args, axes)]
+        return jax.tree.map(lambda x: x[None], fn(*args))
+
+    return single

@@ -1,0 +1,330 @@
+"""PPO as a pair of pure functions, and the whole training run as one function of a key.
+
+`make_ppo(config, env, env_params) -> PPO(init, update)`: `init(key, hparams) -> RunnerState`,
+`update(state) -> (state, Metrics)`, for one seed on one device. `make_train(config)` maps them
+over seeds (`vmap`) and devices (`shard_map`) and scans `update` over the run.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, NamedTuple, Optional, Tuple
+
+import jax
+import jax.numpy as jnp
+import optax
+from jax.sharding import PartitionSpec as P
+
+from purerl import distributions as dist
+from purerl.config import Config, validate
+from purerl.envs import EpisodeStats, make_env
+from purerl.gae import compute_gae
+from purerl.losses import LossInfo, normalize_advantages, ppo_loss
+from purerl.networks import ActorCritic
+from purerl.parallel import DEVICE_AXIS, make_mesh, map_seeds, shard_over_devices
+from purerl.schedules import HyperParams, hyperparams_from_config, scheduled_hyperparams
+from purerl.spaces import analyze_action_space
+
+
+class RunnerState(NamedTuple):
+    """Everything a run carries from one update to the next (one seed, one device's envs)."""
+
+    params: Any
+    opt_state: Any
+    env_state: Any  # [B] env states (B = envs on this device)
+    obs: jax.Array  # [B, *obs_shape]
+    key: jax.Array  # typed PRNG key, the same on every device
+    update: jax.Array  # int32 [], updates done so far
+    hparams: HyperParams  # base (unscheduled) hyperparameters
+
+
+class Transition(NamedTuple):
+    """One rollout, time-major: every field is `[T, B, ...]`."""
+
+    obs: jax.Array
+    action: jax.Array
+    log_prob: jax.Array
+    value: jax.Array
+    reward: jax.Array
+    terminated: jax.Array
+    truncated: jax.Array
+    final_obs: jax.Array  # the true next observation (pre-reset on an episode's last step)
+    episode_done: jax.Array
+    episode_return: jax.Array  # a completed episode's return on its last step, else 0
+    episode_length: jax.Array
+
+
+class Metrics(NamedTuple):
+    """Scalars of one update, already reduced over envs, steps, minibatches and devices."""
+
+    episode_return_sum: jax.Array  # over the episodes completed in this update
+    episode_length_sum: jax.Array
+    episode_count: jax.Array
+    policy_loss: jax.Array
+    value_loss: jax.Array
+    entropy: jax.Array
+    approx_kl: jax.Array
+    clip_frac: jax.Array
+    explained_variance: jax.Array
+    value_mean: jax.Array
+    opt_steps: jax.Array  # optimizer steps taken (fewer than epochs x minibatches on early stop)
+    learning_rate: jax.Array
+    ent_coef: jax.Array
+    clip_eps: jax.Array
+    vf_coef: jax.Array
+    gamma: jax.Array
+    gae_lambda: jax.Array
+
+
+class PPO(NamedTuple):
+    init: Callable[[jax.Array, HyperParams], RunnerState]
+    update: Callable[[RunnerState], Tuple[RunnerState, Metrics]]
+
+
+class _LearnerCarry(NamedTuple):
+    params: Any
+    opt_state: Any
+    stopped: jax.Array  # bool [], target KL exceeded: skip the remaining steps
+    info_sum: LossInfo  # summed over the minibatches whose loss was computed
+    computed: jax.Array  # int32 []
+    taken: jax.Array  # int32 [], optimizer steps applied
+
+
+def make_optimizer(max_grad_norm, lr) -> optax.GradientTransformation:
+    """Global-norm clipping then Adam (eps 1e-5); the arguments may be traced arrays."""
+    return optax.chain(
+        optax.clip_by_global_norm(max_grad_norm),
+        optax.scale_by_adam(eps=1e-5),
+        optax.scale_by_learning_rate(lr),
+    )
+
+
+def make_network(config: Config, env, env_params) -> ActorCritic:
+    spec = analyze_action_space(env.action_space(env_params))
+    net = config.network
+    return ActorCritic(num_actions=spec.num_choices[0], hidden_sizes=tuple(net.hidden_sizes),
+                       activation=net.activation, shared=net.shared)
+
+
+def make_ppo(
+    config: Config, env, env_params, *, num_envs: Optional[int] = None,
+    axis_name: Optional[str] = None,
+) -> PPO:
+    """PPO for one seed over `num_envs` envs (default: all); `axis_name` names the device axis
+    to average gradients and metrics over, when running under `shard_map`."""
+    ppo = config.ppo
+    num_envs = config.env.num_envs if num_envs is None else num_envs
+    num_steps, num_epochs, num_minibatches = ppo.num_steps, ppo.num_epochs, ppo.num_minibatches
+    batch_size = num_envs * num_steps
+    minibatch_size = batch_size // num_minibatches
+    early_stop = ppo.target_kl is not None
+    env = EpisodeStats(env)
+    network = make_network(config, env, env_params)
+    obs_shape = env.observation_space(env_params).shape
+    reset_envs = jax.vmap(env.reset, in_axes=(0, None))
+    step_envs = jax.vmap(env.step, in_axes=(0, 0, 0, None))
+
+    def pmean(x):
+        return x if axis_name is None else jax.lax.pmean(x, axis_name)
+
+    def psum(x):
+        return x if axis_name is None else jax.lax.psum(x, axis_name)
+
+    def device_key(key):
+        return key if axis_name is None else jax.random.fold_in(key, jax.lax.axis_index(axis_name))
+
+    def init(key: jax.Array, hparams: HyperParams) -> RunnerState:
+        key, params_key, env_key = jax.random.split(key, 3)
+        params = network.init(params_key, jnp.zeros((1, *obs_shape), jnp.float32))
+        opt_state = make_optimizer(hparams.max_grad_norm, hparams.lr).init(params)
+        env_keys = jax.random.split(device_key(env_key), num_envs)
+        obs, env_state = reset_envs(env_keys, env_params)
+        return RunnerState(params, opt_state, env_state, obs, key, jnp.int32(0), hparams)
+
+    def rollout(params, env_state, obs, key) -> Tuple[Any, jax.Array, Transition]:
+        action_key, env_key = jax.random.split(key)
+        action_keys = jax.random.split(action_key, num_steps)
+        env_keys = jax.random.split(env_key, num_steps * num_envs).reshape(num_steps, num_envs)
+
+        def step(carry, keys):
+            env_state, obs = carry
+            action_key, env_keys = keys
+            logits, value = network.apply(params, obs)
+            action = dist.categorical_sample(action_key, logits)
+            next_obs, env_state, reward, terminated, truncated, info = step_envs(
+                env_keys, env_state, action, env_params
+            )
+            transition = Transition(
+                obs, action, dist.categorical_log_prob(logits, action), value,
+                reward.astype(jnp.float32), terminated, truncated, info["final_observation"],
+                info["episode_done"], info["episode_return"], info["episode_length"],
+            )
+            return (env_state, next_obs), transition
+
+        (env_state, obs), transitions = jax.lax.scan(step, (env_state, obs),
+                                                     (action_keys, env_keys))
+        return env_state, obs, transitions
+
+    def minibatch_loss(params, minibatch, hp: HyperParams):
+        obs, action, old_log_prob, old_value, advantages, returns = minibatch
+        logits, value = network.apply(params, obs)
+        return ppo_loss(
+            dist.categorical_log_prob(logits, action), dist.categorical_entropy(logits), value,
+            old_log_prob, old_value, normalize_advantages(advantages, axis_name), returns,
+            clip_eps=hp.clip_eps, vf_coef=hp.vf_coef, ent_coef=hp.ent_coef,
+            clip_value=ppo.clip_value,
+        )
+
+    grad_fn = jax.value_and_grad(minibatch_loss, has_aux=True)
+
+    def learn(params, opt_state, batch, key, hp: HyperParams) -> _LearnerCarry:
+        """All epochs x minibatches as one scan over pre-shuffled minibatches `[E*M, mb, ...]`."""
+        optimizer = make_optimizer(hp.max_grad_norm, hp.lr)
+        perms = jax.vmap(lambda k: jax.random.permutation(k, batch_size))(
+            jax.random.split(key, num_epochs)
+        )
+        indices = perms.reshape(num_epochs * num_minibatches, minibatch_size)
+        minibatches = jax.tree.map(lambda x: x[indices], batch)
+
+        def take_step(carry: _LearnerCarry, minibatch) -> _LearnerCarry:
+            (_, info), grads = grad_fn(carry.params, minibatch, hp)
+            grads, info = pmean((grads, info))
+            updates, opt_state = optimizer.update(grads, carry.opt_state, carry.params)
+            params = optax.apply_updates(carry.params, updates)
+            exceeded = info.approx_kl > 1.5 * hp.target_kl
+            if early_stop:  # this step's KL is already too far: keep the old params
+                params, opt_state = jax.tree.map(
+                    lambda new, old: jnp.where(exceeded, old, new),
+                    (params, opt_state), (carry.params, carry.opt_state),
+                )
+            return _LearnerCarry(
+                params, opt_state, exceeded,
+                jax.tree.map(jnp.add, carry.info_sum, info),
+                carry.computed + 1, carry.taken + jnp.int32(~exceeded),
+            )
+
+        def minibatch_step(carry: _LearnerCarry, minibatch):
+            if early_stop:
+                carry = jax.lax.cond(carry.stopped, lambda c, _: c, take_step, carry, minibatch)
+            else:
+                carry = take_step(carry, minibatch)
+            return carry, None
+
+        zero = jnp.float32(0.0)
+        carry = _LearnerCarry(params, opt_state, jnp.bool_(False),
+                              LossInfo(zero, zero, zero, zero, zero), jnp.int32(0), jnp.int32(0))
+        carry, _ = jax.lax.scan(minibatch_step, carry, minibatches)
+        return carry
+
+    def update(state: RunnerState) -> Tuple[RunnerState, Metrics]:
+        hp = scheduled_hyperparams(config, state.hparams, state.update)
+        key, rollout_key, shuffle_key = jax.random.split(state.key, 3)
+        env_state, obs, tr = rollout(state.params, state.env_state, state.obs,
+                                     device_key(rollout_key))
+        next_values = network.apply(state.params, tr.final_obs, 2, method=ActorCritic.value)
+        advantages, returns = compute_gae(
+            tr.reward, tr.value, next_values, tr.terminated, tr.truncated,
+            gamma=hp.gamma, gae_lambda=hp.gae_lambda,
+        )
+        flat = lambda x: x.reshape((batch_size,) + x.shape[2:])  # noqa: E731
+        learner_batch = jax.tree.map(
+            flat, (tr.obs, tr.action, tr.log_prob, tr.value, advantages, returns)
+        )
+        learned = learn(state.params, state.opt_state, learner_batch, device_key(shuffle_key), hp)
+        info = jax.tree.map(lambda x: x / jnp.maximum(learned.computed, 1), learned.info_sum)
+
+        value_mean, return_mean = pmean((tr.value.mean(), returns.mean()))
+        residual_var, return_var = pmean(
+            (jnp.square(returns - tr.value - (return_mean - value_mean)).mean(),
+             jnp.square(returns - return_mean).mean())
+        )
+        done = tr.episode_done
+        metrics = Metrics(
+            episode_return_sum=psum(jnp.where(done, tr.episode_return, 0.0).sum()),
+            episode_length_sum=psum(jnp.where(done, tr.episode_length, 0).sum()),
+            episode_count=psum(done.sum()),
+            policy_loss=info.policy_loss, value_loss=info.value_loss, entropy=info.entropy,
+            approx_kl=info.approx_kl, clip_frac=info.clip_frac,
+            explained_variance=jnp.where(return_var > 0, 1.0 - residual_var / return_var, 0.0),
+            value_mean=value_mean, opt_steps=learned.taken, learning_rate=hp.lr,
+            ent_coef=hp.ent_coef, clip_eps=hp.clip_eps, vf_coef=hp.vf_coef, gamma=hp.gamma,
+            gae_lambda=hp.gae_lambda,
+        )
+        new_state = RunnerState(learned.params, learned.opt_state, env_state, obs, key,
+                                state.update + 1, state.hparams)
+        return new_state, metrics
+
+    return PPO(init=init, update=update)
+
+
+class Program(NamedTuple):
+    """The jittable functions of one configured run, mapped over seeds and devices.
+
+    init(key) -> RunnerState with leaves `[S, ...]` (S = num_seeds; env leaves `[S, B, ...]`).
+    run(state, num) -> (state, Metrics `[S, chunk]`): `num <= chunk` updates; rows past `num`
+        are zeros.
+    train(key) -> (RunnerState, Metrics `[S, num_updates]`): the whole run, init and all updates.
+    """
+
+    init: Callable[[jax.Array], RunnerState]
+    run: Callable[[RunnerState, jax.Array], Tuple[RunnerState, Metrics]]
+    train: Callable[[jax.Array], Tuple[RunnerState, Metrics]]
+    chunk: int
+    num_devices: int
+
+
+def make_program(config: Config, chunk: Optional[int] = None) -> Program:
+    """Builds the run's functions (not yet jitted); `chunk` updates per `run` call."""
+    num_devices = jax.local_device_count()
+    validate(config, num_devices)
+    env, env_params = make_env(config.env)
+    axis_name = DEVICE_AXIS if num_devices > 1 else None
+    ppo = make_ppo(config, env, env_params, num_envs=config.env.num_envs // num_devices,
+                   axis_name=axis_name)
+    num_seeds, num_updates = config.num_seeds, config.num_updates
+    chunk = num_updates if chunk is None else min(chunk, num_updates)
+    hparams = hyperparams_from_config(config)
+
+    def seed_keys(key):
+        return jax.random.split(key, num_seeds)
+
+    def seed_hparams():
+        return jax.tree.map(lambda x: jnp.broadcast_to(x, (num_seeds,)), hparams)
+
+    def run_one(state: RunnerState, num):
+        metrics_shape = jax.eval_shape(ppo.update, state)[1]
+        buffer = jax.tree.map(lambda s: jnp.zeros((chunk, *s.shape), s.dtype), metrics_shape)
+
+        def body(i, carry):
+            state, buffer = carry
+            state, metrics = ppo.update(state)
+            return state, jax.tree.map(lambda b, m: b.at[i].set(m), buffer, metrics)
+
+        return jax.lax.fori_loop(0, num, body, (state, buffer))
+
+    def train_one(key, hparams):
+        return jax.lax.scan(lambda s, _: ppo.update(s), ppo.init(key, hparams), None, num_updates)
+
+    mesh = make_mesh(num_devices)
+    replicated, env_sharded = P(), P(None, DEVICE_AXIS)  # env leaves are [S, B, ...]
+    state_spec = RunnerState(params=replicated, opt_state=replicated, env_state=env_sharded,
+                             obs=env_sharded, key=replicated, update=replicated,
+                             hparams=replicated)
+    shard = functools.partial(shard_over_devices, mesh=mesh)
+    init = shard(map_seeds(ppo.init, num_seeds), in_specs=(replicated, replicated), out_specs=state_spec)
+    run = shard(map_seeds(run_one, num_seeds, in_axes=(0, None)),
+                in_specs=(state_spec, replicated), out_specs=(state_spec, replicated))
+    train = shard(map_seeds(train_one, num_seeds), in_specs=(replicated, replicated),
+                  out_specs=(state_spec, replicated))
+    return Program(
+        init=lambda key: init(seed_keys(key), seed_hparams()),
+        run=run,
+        train=lambda key: train(seed_keys(key), seed_hparams()),
+        chunk=chunk,
+        num_devices=num_devices,
+    )
+
+
+def make_train(config: Config) -> Callable[[jax.Array], Tuple[RunnerState, Metrics]]:
+    """`train(key) -> (RunnerState, Metrics [S, num_updates])`: the whole run, to `jax.jit`."""
+    return make_program(config).train

@@ -1,0 +1,66 @@
+"""The controller: hyperparameters as a pytree of arrays, and their schedules over updates.
+
+Every hyperparameter that does not change array shapes travels through the jitted code as a
+float32 array in `HyperParams`, so sweeps can `vmap` over it. A schedule multiplies a base value
+by a factor of the run's progress (update / num_updates), evaluated inside jit.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from purerl.config import SCHEDULED_HYPERPARAMS, Config, ScheduleConfig
+
+
+class HyperParams(NamedTuple):
+    lr: jax.Array
+    ent_coef: jax.Array
+    clip_eps: jax.Array
+    vf_coef: jax.Array
+    gamma: jax.Array
+    gae_lambda: jax.Array
+    max_grad_norm: jax.Array
+    target_kl: jax.Array  # +inf when target-KL stopping is off
+
+
+def hyperparams_from_config(config: Config) -> HyperParams:
+    ppo = config.ppo
+    target_kl = math.inf if ppo.target_kl is None else ppo.target_kl
+    values = {name: getattr(ppo, name) for name in HyperParams._fields if name != "target_kl"}
+    return HyperParams(**{k: jnp.float32(v) for k, v in values.items()},
+                       target_kl=jnp.float32(target_kl))
+
+
+def schedule_factor(schedule: ScheduleConfig, progress: jax.Array) -> jax.Array:
+    """The multiplier of `schedule` at `progress` in [0, 1] (a float32 scalar array)."""
+    if schedule.kind == "constant":
+        return jnp.float32(1.0)
+    if schedule.kind == "piecewise":
+        index = jnp.searchsorted(jnp.asarray(schedule.boundaries, jnp.float32), progress,
+                                 side="right")
+        return jnp.asarray(schedule.values, jnp.float32)[index]
+    t = jnp.clip(progress / schedule.fraction, 0.0, 1.0)
+    end = jnp.float32(schedule.end)
+    if schedule.kind == "linear":
+        return 1.0 + (end - 1.0) * t
+    if schedule.kind == "cosine":
+        return end + (1.0 - end) * 0.5 * (1.0 + jnp.cos(jnp.pi * t))
+    if schedule.kind == "exponential":
+        return jnp.power(end, t)
+    raise ValueError(f"unknown schedule kind {schedule.kind!r}")
+
+
+def scheduled_hyperparams(
+    config: Config, base: HyperParams, update: jax.Array
+) -> HyperParams:
+    """`base` with each scheduled hyperparameter moved to its value at update `update`."""
+    progress = update.astype(jnp.float32) / config.num_updates
+    moved = {
+        name: getattr(base, name) * schedule_factor(config.schedule(name), progress)
+        for name in SCHEDULED_HYPERPARAMS
+    }
+    return base._replace(**moved)
