@@ -1,0 +1,146 @@
+"""Throughput of purerl's trainer against raw gymnax env stepping, in one process.
+
+    python benchmarks/throughput.py                      # num_envs 4, 64, 1024 on CartPole-v1
+    python benchmarks/throughput.py --num-envs 4096 16384 --out results/throughput_gpu.json
+
+For each num_envs: compile time of the whole-run program, its steady-state training env
+steps/s (the best of --repeats runs, compile excluded), and the env steps/s of the same envs
+stepped with random actions (vmapped over envs, scanned over time, no learning). Writes a JSON
+file and a PNG plot next to it. Other settings are PureJaxRL's CartPole ones (128 steps,
+4 epochs x 4 minibatches, two 64x64 tanh towers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+from pathlib import Path
+
+import jax
+
+from purerl.config import Config, EnvConfig, validate
+from purerl.envs import make_env
+from purerl.ppo import make_train
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def raw_env_program(env, env_params, num_envs: int, num_steps: int, num_rollouts: int):
+    """`run(key) -> total reward`: `num_rollouts` x `num_steps` steps of `num_envs` envs."""
+    step_envs = jax.vmap(env.step, in_axes=(0, 0, 0, None))
+    num_actions = env.action_space(env_params).n
+
+    def run(key):
+        key, reset_key = jax.random.split(key)
+        _, state = jax.vmap(env.reset, in_axes=(0, None))(
+            jax.random.split(reset_key, num_envs), env_params)
+
+        def step(carry, _):
+            state, key = carry
+            key, action_key, env_key = jax.random.split(key, 3)
+            action = jax.random.randint(action_key, (num_envs,), 0, num_actions)
+            _, state, reward, _, _, _ = step_envs(jax.random.split(env_key, num_envs), state,
+                                                  action, env_params)
+            return (state, key), reward.sum()
+
+        def rollout(carry, _):
+            carry, rewards = jax.lax.scan(step, carry, None, num_steps)
+            return carry, rewards.sum()
+
+        _, rewards = jax.lax.scan(rollout, (state, key), None, num_rollouts)
+        return rewards.sum()
+
+    return run
+
+
+def timed(compiled, key, repeats: int) -> float:
+    """Best wall time of `repeats` calls of an already-compiled function."""
+    best = float("inf")
+    for i in range(repeats):
+        start = time.perf_counter()
+        jax.block_until_ready(compiled(jax.random.fold_in(key, i)))
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def measure(env_name: str, num_envs: int, timesteps: int, min_updates: int, repeats: int) -> dict:
+    config = Config(env=EnvConfig(name=env_name, num_envs=num_envs))
+    config.total_timesteps = max(timesteps, min_updates * config.batch_size)
+    validate(config, jax.local_device_count())
+    key = jax.random.key(0)
+
+    start = time.perf_counter()
+    train = jax.jit(make_train(config)).lower(key).compile()
+    compile_s = time.perf_counter() - start
+    train_s = timed(train, key, repeats)
+    env_steps = config.num_updates * config.batch_size
+
+    env, env_params = make_env(config.env)
+    raw = jax.jit(raw_env_program(env, env_params, num_envs, config.ppo.num_steps,
+                                  config.num_updates)).lower(key).compile()
+    raw_s = timed(raw, key, repeats)
+    row = {
+        "num_envs": num_envs,
+        "env_steps": env_steps,
+        "compile_s": round(compile_s, 3),
+        "train_s": round(train_s, 4),
+        "train_sps": round(env_steps / train_s),
+        "raw_env_sps": round(env_steps / raw_s),
+        "ratio": round(raw_s / train_s, 4),
+    }
+    print(json.dumps(row), flush=True)
+    return row
+
+
+def plot(result: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = result["rows"]
+    envs = [r["num_envs"] for r in rows]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.plot(envs, [r["raw_env_sps"] for r in rows], "o--", label="raw gymnax stepping")
+    ax.plot(envs, [r["train_sps"] for r in rows], "o-", label="purerl PPO training")
+    for r in rows:
+        ax.annotate(f"{r['ratio']:.2f}x", (r["num_envs"], r["train_sps"]),
+                    textcoords="offset points", xytext=(4, -12), fontsize=8)
+    ax.set(xscale="log", yscale="log", xlabel="num_envs", ylabel="env steps / s",
+           title=f"{result['env']} on {result['device']}")
+    ax.legend()
+    ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--env", default="CartPole-v1")
+    parser.add_argument("--num-envs", type=int, nargs="+", default=[4, 64, 1024])
+    parser.add_argument("--timesteps", type=int, default=500_000)
+    parser.add_argument("--min-updates", type=int, default=8)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=RESULTS / "throughput.json")
+    args = parser.parse_args()
+
+    device = jax.devices()[0]
+    result = {
+        "env": args.env,
+        "device": f"{device.platform}: {device.device_kind}",
+        "num_devices": jax.local_device_count(),
+        "host": platform.processor() or platform.machine(),
+        "jax": jax.__version__,
+        "rows": [measure(args.env, n, args.timesteps, args.min_updates, args.repeats)
+                 for n in args.num_envs],
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    plot(result, args.out.with_suffix(".png"))
+    print(f"wrote {args.out} and {args.out.with_suffix('.png')}")
+
+
+if __name__ == "__main__":
+    main()

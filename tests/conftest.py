@@ -1,0 +1,48 @@
+"""Shared fixtures: tiny configs that compile fast, and a CLI runner."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from purerl.config import Config, EnvConfig, NetworkConfig, PPOConfig
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def tiny_config(**overrides) -> Config:
+    """CartPole with 4 envs x 16 steps, 2 epochs x 2 minibatches, 8 updates."""
+    config = Config(
+        total_timesteps=512,
+        env=EnvConfig(name="CartPole-v1", num_envs=4),
+        ppo=PPOConfig(num_steps=16, num_epochs=2, num_minibatches=2),
+        network=NetworkConfig(hidden_sizes=[16, 16]),
+    )
+    for key, value in overrides.items():
+        node = config
+        *path, leaf = key.split(".")
+        for part in path:
+            node = getattr(node, part)
+        setattr(node, leaf, value)
+    return config
+
+
+@pytest.fixture
+def make_config():
+    return tiny_config
+
+
+def run_cli(*args: str, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+    """Runs `python -m purerl.train ARGS` from the repository root."""
+    full_env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'tests'}", **(env or {})}
+    return subprocess.run([sys.executable, "-m", "purerl.train", *args], cwd=REPO, env=full_env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture
+def cli():
+    return run_cli

@@ -1,0 +1,103 @@
+"""`python -m purerl.train` as a user runs it: errors, outputs, learning, devices, sweeps."""
+
+import json
+
+import pytest
+
+from purerl.config import ConfigError
+from purerl.train import preflight
+
+TINY = ["total_timesteps=1024", "ppo.num_steps=32", "ppo.num_epochs=2", "ppo.num_minibatches=2",
+        "network.hidden_sizes=[16,16]"]
+
+METRIC_KEYS = {"update", "env_steps", "episode_return", "episode_length", "policy_loss",
+               "value_loss", "entropy", "approx_kl", "clip_frac", "explained_variance",
+               "value_mean", "learning_rate", "opt_steps"}
+SUMMARY_KEYS = {"env", "num_seeds", "devices", "env_steps", "final_return",
+                "final_return_per_seed", "compile_s", "train_s", "sps"}
+
+VALIDATION_CASES = [
+    ([], r"no environment given: pass \+env=<preset> \(presets: acrobot, cartpole, gymnax"),
+    (["env=cartpole"], r"pass the preset with a plus: \+env=cartpole"),
+    (["+env=cartpol"], r"unknown preset \+env=cartpol: did you mean cartpole\?"),
+    (["+env=gymnax", "env.name=CartPole-v0"], "not a gymnax environment id; did you mean CartPole-v1"),
+    (["+env=gymnax", "env.name=no_such_pkg.envs:MyEnv"], "cannot import module 'no_such_pkg.envs'"),
+    (["+env=cartpole", "ppo.lrr=1e-3"], r"unknown setting ppo.lrr \(did you mean ppo.lr\?\)"),
+    (["+env=cartpole", "+ppo.clip=1"], "unknown setting ppo.clip"),
+    (["+env=cartpole", "total_timesteps=1e7"], "total_timesteps=10000000.0: .*Integer"),
+    (["+env=cartpole", "ppo.num_steps=many"], "ppo.num_steps='many'"),
+    (["+env=cartpole", "ppo.num_minibatches=3"], "4 \\* 128 = 512 is not divisible by ppo.num_minibatches=3"),
+    (["+env=cartpole", "total_timesteps=500"], "total_timesteps=500 is smaller than one update"),
+    (["+env=cartpole", "ppo.lr=0"], "ppo.lr=0.0 must be > 0"),
+    (["+env=cartpole", "ppo.gamma=1.5"], r"ppo.gamma=1.5 must be in \[0, 1\]"),
+    (["+env=cartpole", "ppo.gae_lambda=-1"], r"ppo.gae_lambda=-1.0 must be in \[0, 1\]"),
+    (["+env=cartpole", "ppo.clip_eps=-0.1"], "ppo.clip_eps=-0.1 must be > 0"),
+    (["+env=cartpole", "env.num_envs=0"], "env.num_envs=0 must be > 0"),
+    (["+env=gymnax", "env.name=Pendulum-v1"], "action space Box.* is not supported yet"),
+    (["-m", "+env=cartpole", "ppo.lr=1e-3,-1"], "ppo.lr=-1.0 must be > 0"),
+]
+
+
+@pytest.mark.parametrize("argv, message", VALIDATION_CASES)
+def test_preflight_rejects(argv, message):
+    with pytest.raises(ConfigError, match=message):
+        preflight(argv)
+
+
+@pytest.mark.parametrize("argv, message", [VALIDATION_CASES[i] for i in (0, 2, 3, 5, 7, 9)])
+def test_cli_error_is_one_line_exit_2(cli, tmp_path, argv, message):
+    result = cli(*argv, f"hydra.run.dir={tmp_path}")
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("purerl: error: ")
+    assert not (tmp_path / "metrics.jsonl").exists()  # failed before anything ran
+
+
+def test_cli_rejects_envs_not_divisible_by_devices(cli, tmp_path):
+    result = cli("+env=cartpole", "env.num_envs=3", f"hydra.run.dir={tmp_path}",
+                 env={"XLA_FLAGS": "--xla_force_host_platform_device_count=2"})
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        "purerl: error: env.num_envs=3 is not divisible by the number of devices (2)")
+
+
+def test_smoke_run_writes_metrics_and_summary(cli, tmp_path):
+    result = cli("+env=cartpole", *TINY, "log_every=2", f"hydra.run.dir={tmp_path}")
+    assert result.returncode == 0, result.stderr
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r["update"] for r in rows] == [2, 4, 6, 8]  # 8 updates of 4 x 32 steps, every 2nd
+    assert all(set(r) >= METRIC_KEYS for r in rows)
+    assert rows[-1]["env_steps"] == 1024 and rows[0]["opt_steps"] == 4
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert set(summary) >= SUMMARY_KEYS
+    assert summary["env"] == "CartPole-v1" and summary["devices"] == 1
+    assert summary["env_steps"] == 1024 and summary["sps"] > 0
+    assert summary["final_return"] == summary["final_return_per_seed"][0] > 0
+    progress = [line for line in result.stdout.splitlines() if "steps/s" in line]
+    assert 2 <= len(progress) <= 12  # a few progress lines, not one per update
+
+
+def test_custom_env_factory_and_multirun(cli, tmp_path):
+    result = cli("-m", "+env=gymnax", "env.name=custom_envs:make_short_chain", "seed=0,1", *TINY,
+                 f"hydra.sweep.dir={tmp_path}")
+    assert result.returncode == 0, result.stderr
+    summaries = [json.loads((tmp_path / job / "summary.json").read_text()) for job in ("0", "1")]
+    assert [s["env"] for s in summaries] == ["custom_envs:make_short_chain"] * 2
+    assert summaries[0]["final_return_per_seed"] != [] and summaries[0]["env_steps"] == 1024
+
+
+def test_cartpole_default_preset_learns(cli, tmp_path):
+    result = cli("+env=cartpole", f"hydra.run.dir={tmp_path}")
+    assert result.returncode == 0, result.stderr
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["final_return"] >= 475, summary
+
+
+def test_two_devices_run_and_learn(cli, tmp_path):
+    result = cli("+env=cartpole", f"hydra.run.dir={tmp_path}",
+                 env={"XLA_FLAGS": "--xla_force_host_platform_device_count=2"})
+    assert result.returncode == 0, result.stderr
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["devices"] == 2
+    assert summary["final_return"] >= 475, summary

@@ -1,0 +1,54 @@
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from purerl.config import ConfigError, EnvConfig
+from purerl.envs import EpisodeStats, make_env
+from purerl.spaces import ActionSpec, UnsupportedSpaceError, analyze_action_space
+from gymnax.environments import spaces
+
+
+def test_episode_stats_counts_only_completed_episodes():
+    env, params = make_env(EnvConfig(name="custom_envs:make_short_chain"))
+    env = EpisodeStats(env)
+    obs, state = env.reset(jax.random.key(0), params)
+    actions = [1, 0, 1, 1, 1]  # episode 1: three steps, return 1; episode 2: two steps
+    dones, returns, lengths = [], [], []
+    for a in actions:
+        obs, state, reward, terminated, truncated, info = env.step(
+            jax.random.key(1), state, jnp.int32(a), params)
+        dones.append(bool(info["episode_done"]))
+        returns.append(float(info["episode_return"]))
+        lengths.append(int(info["episode_length"]))
+    assert dones == [False, False, True, False, True]
+    assert returns == [0.0, 0.0, 1.0, 0.0, 1.0]
+    assert lengths == [0, 0, 3, 0, 2]
+
+
+def test_episode_stats_truncation_counts_as_episode_end():
+    env, params = make_env(EnvConfig(name="custom_envs:Chain"))
+    env = EpisodeStats(env)
+    _, state = env.reset(jax.random.key(0), params)
+    for t in range(10):  # always left: truncated at max_steps_in_episode = 10
+        _, state, _, terminated, truncated, info = env.step(jax.random.key(t), state, 0, params)
+    assert bool(truncated) and not bool(terminated)
+    assert bool(info["episode_done"]) and int(info["episode_length"]) == 10
+
+
+@pytest.mark.parametrize("name, message", [
+    ("CartPole-v9", "did you mean CartPole-v1"),
+    ("nosuchmodule:Env", "cannot import module 'nosuchmodule'"),
+    ("custom_envs:Missing", "has no attribute 'Missing'"),
+    ("custom_envs:not_an_env", "not a gymnax Environment"),
+])
+def test_make_env_errors(name, message):
+    with pytest.raises(ConfigError, match=message):
+        make_env(EnvConfig(name=name))
+
+
+def test_analyze_action_space():
+    assert analyze_action_space(spaces.Discrete(3)) == ActionSpec(num_choices=(3,))
+    assert analyze_action_space(spaces.Discrete(3)).num_controls == 1
+    with pytest.raises(UnsupportedSpaceError, match="Box"):
+        analyze_action_space(spaces.Box(-1.0, 1.0, (2,)))
