@@ -27,8 +27,15 @@ from purerl.ppo import make_train
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
-def raw_env_program(env, env_params, num_envs: int, num_steps: int, num_rollouts: int):
-    """`run(key) -> total reward`: `num_rollouts` x `num_steps` steps of `num_envs` envs."""
+def raw_env_program(env, env_params, num_envs: int, num_steps: int, num_rollouts: int,
+                    collect: bool = True):
+    """`run(key) -> total reward`: `num_rollouts` x `num_steps` steps of `num_envs` envs.
+
+    With `collect`, each rollout keeps its `[T, B]` rewards and dones, the least a trainer must
+    keep. Without it each step yields one scalar; XLA:CPU then compiles the whole time loop as
+    one function (its per-iteration footprint is under `xla_cpu_small_while_loop_byte_threshold`,
+    1 KB), an upper bound no trainer can reach.
+    """
     step_envs = jax.vmap(env.step, in_axes=(0, 0, 0, None))
     num_actions = env.action_space(env_params).n
 
@@ -41,12 +48,16 @@ def raw_env_program(env, env_params, num_envs: int, num_steps: int, num_rollouts
             state, key = carry
             key, action_key, env_key = jax.random.split(key, 3)
             action = jax.random.randint(action_key, (num_envs,), 0, num_actions)
-            _, state, reward, _, _, _ = step_envs(jax.random.split(env_key, num_envs), state,
-                                                  action, env_params)
+            _, state, reward, terminated, truncated, _ = step_envs(
+                jax.random.split(env_key, num_envs), state, action, env_params)
+            done = (terminated | truncated).astype(reward.dtype)
+            if collect:
+                return (state, key), (reward, done)
             return (state, key), reward.sum()
 
         def rollout(carry, _):
-            carry, rewards = jax.lax.scan(step, carry, None, num_steps)
+            carry, out = jax.lax.scan(step, carry, None, num_steps)
+            rewards = out[0] * (1 - out[1]) if collect else out
             return carry, rewards.sum()
 
         _, rewards = jax.lax.scan(rollout, (state, key), None, num_rollouts)
@@ -78,9 +89,12 @@ def measure(env_name: str, num_envs: int, timesteps: int, min_updates: int, repe
     env_steps = config.num_updates * config.batch_size
 
     env, env_params = make_env(config.env)
-    raw = jax.jit(raw_env_program(env, env_params, num_envs, config.ppo.num_steps,
-                                  config.num_updates)).lower(key).compile()
-    raw_s = timed(raw, key, repeats)
+    raw_s, scalar_s = (
+        timed(jax.jit(raw_env_program(env, env_params, num_envs, config.ppo.num_steps,
+                                      config.num_updates, collect)).lower(key).compile(),
+              key, repeats)
+        for collect in (True, False)
+    )
     row = {
         "num_envs": num_envs,
         "env_steps": env_steps,
@@ -89,6 +103,7 @@ def measure(env_name: str, num_envs: int, timesteps: int, min_updates: int, repe
         "train_sps": round(env_steps / train_s),
         "raw_env_sps": round(env_steps / raw_s),
         "ratio": round(raw_s / train_s, 4),
+        "raw_scalar_output_sps": round(env_steps / scalar_s),
     }
     print(json.dumps(row), flush=True)
     return row

@@ -12,6 +12,7 @@ from typing import List, Optional
 
 SCHEDULED_HYPERPARAMS = ("lr", "ent_coef", "clip_eps", "vf_coef", "gamma", "gae_lambda")
 SCHEDULE_KINDS = ("constant", "linear", "cosine", "exponential", "piecewise")
+PRNG_IMPLS = ("threefry2x32", "rbg", "unsafe_rbg")
 ACTIVATIONS = ("tanh", "relu", "gelu", "swish", "silu", "elu", "leaky_relu", "sigmoid", "softplus")
 
 
@@ -82,6 +83,10 @@ class Config:
     num_seeds: int = 1  # independent seeds vmapped inside one compiled program
     total_timesteps: int = 500_000  # env steps per seed
     log_every: int = 1  # write metrics.jsonl every this many updates
+    # The PRNG inside the run (the seed key is converted once): "threefry2x32" (JAX's default),
+    # "rbg" or "unsafe_rbg". On CPU, threefry compiles to a small loop per random op, which
+    # costs compile time and a few % of the run; unsafe_rbg is fastest, with weaker split().
+    prng_impl: str = "unsafe_rbg"
     env: EnvConfig = field(default_factory=EnvConfig)
     ppo: PPOConfig = field(default_factory=PPOConfig)
     network: NetworkConfig = field(default_factory=NetworkConfig)
@@ -115,6 +120,8 @@ def validate(config: Config, num_devices: int = 1) -> Config:
             "env.name is empty: pass +env=<preset>, or +env=gymnax env.name=<gymnax id or module:attr>"
         )
     _positive("num_seeds", config.num_seeds)
+    if config.prng_impl not in PRNG_IMPLS:
+        raise ConfigError(f"prng_impl={config.prng_impl!r} is not one of {', '.join(PRNG_IMPLS)}")
     _positive("log_every", config.log_every)
     _positive("env.num_envs", env.num_envs)
     if env.num_envs % num_devices:
