@@ -14,14 +14,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import time
 from pathlib import Path
 
 import jax
+import numpy as np
 
 from purerl.config import Config, EnvConfig, validate
 from purerl.envs import make_env
+from purerl.logging import final_returns
 from purerl.ppo import make_train
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -66,14 +69,14 @@ def raw_env_program(env, env_params, num_envs: int, num_steps: int, num_rollouts
     return run
 
 
-def timed(compiled, key, repeats: int) -> float:
-    """Best wall time of `repeats` calls of an already-compiled function."""
+def timed(compiled, key, repeats: int):
+    """(best wall time, last output) of `repeats` calls of an already-compiled function."""
     best = float("inf")
     for i in range(repeats):
         start = time.perf_counter()
-        jax.block_until_ready(compiled(jax.random.fold_in(key, i)))
+        out = jax.block_until_ready(compiled(jax.random.fold_in(key, i)))
         best = min(best, time.perf_counter() - start)
-    return best
+    return best, out
 
 
 def measure(env_name: str, num_envs: int, timesteps: int, min_updates: int, repeats: int) -> dict:
@@ -82,19 +85,21 @@ def measure(env_name: str, num_envs: int, timesteps: int, min_updates: int, repe
     validate(config, jax.local_device_count())
     key = jax.random.key(0)
 
-    start = time.perf_counter()
-    train = jax.jit(make_train(config)).lower(key).compile()
-    compile_s = time.perf_counter() - start
-    train_s = timed(train, key, repeats)
-    env_steps = config.num_updates * config.batch_size
-
     env, env_params = make_env(config.env)
     raw_s, scalar_s = (
         timed(jax.jit(raw_env_program(env, env_params, num_envs, config.ppo.num_steps,
                                       config.num_updates, collect)).lower(key).compile(),
-              key, repeats)
+              key, repeats)[0]
         for collect in (True, False)
     )
+    # The raw programs compiled first, so JAX's one-time start-up costs are not counted here.
+    start = time.perf_counter()
+    train = jax.jit(make_train(config)).lower(key).compile()
+    compile_s = time.perf_counter() - start
+    train_s, (_, metrics) = timed(train, key, repeats)
+    final_return = final_returns(np.asarray(metrics.episode_return_sum),
+                                 np.asarray(metrics.episode_count))[0]
+    env_steps = config.num_updates * config.batch_size
     row = {
         "num_envs": num_envs,
         "env_steps": env_steps,
@@ -104,6 +109,7 @@ def measure(env_name: str, num_envs: int, timesteps: int, min_updates: int, repe
         "raw_env_sps": round(env_steps / raw_s),
         "ratio": round(raw_s / train_s, 4),
         "raw_scalar_output_sps": round(env_steps / scalar_s),
+        "final_return": None if final_return is None else round(final_return, 1),
     }
     print(json.dumps(row), flush=True)
     return row
@@ -144,7 +150,8 @@ def main() -> None:
     device = jax.devices()[0]
     result = {
         "env": args.env,
-        "device": f"{device.platform}: {device.device_kind}",
+        "device": (f"{device.platform} ({os.cpu_count()} cores)" if device.platform == "cpu"
+                   else f"{device.platform}: {device.device_kind}"),
         "num_devices": jax.local_device_count(),
         "host": platform.processor() or platform.machine(),
         "jax": jax.__version__,

@@ -59,9 +59,10 @@ def ppo_loss(
 
 
 def normalize_advantages(advantages: jax.Array, axis_name: Optional[str] = None) -> jax.Array:
-    """(A - mean) / (std + 1e-8) over the minibatch `[N]`, pooled across `axis_name` devices."""
-    mean = advantages.mean()
-    mean_sq = jnp.square(advantages).mean()
+    """(A - mean) / (std + 1e-8) over the last axis (a minibatch: `[..., N]`), with the
+    statistics pooled across `axis_name` devices."""
+    mean = advantages.mean(axis=-1, keepdims=True)
+    mean_sq = jnp.square(advantages).mean(axis=-1, keepdims=True)
     if axis_name is not None:
         mean, mean_sq = jax.lax.pmean((mean, mean_sq), axis_name)
     std = jnp.sqrt(jnp.maximum(mean_sq - jnp.square(mean), 0.0))

@@ -13,6 +13,7 @@ from typing import Any, Callable, NamedTuple, Optional, Tuple
 import jax
 import jax.numpy as jnp
 import optax
+from jax.flatten_util import ravel_pytree
 from jax.sharding import PartitionSpec as P
 
 from purerl import distributions as dist
@@ -136,8 +137,12 @@ def make_ppo(
     reset_envs = jax.vmap(env.reset, in_axes=(0, None))
     step_envs = jax.vmap(env.step, in_axes=(0, 0, 0, None))
 
-    def pmean(x):
-        return x if axis_name is None else jax.lax.pmean(x, axis_name)
+    def pmean(tree):
+        """Mean over devices, as one all-reduce of the whole tree raveled into a vector."""
+        if axis_name is None:
+            return tree
+        flat, unravel = ravel_pytree(tree)
+        return unravel(jax.lax.pmean(flat, axis_name))
 
     def psum(x):
         return x if axis_name is None else jax.lax.psum(x, axis_name)
@@ -184,7 +189,7 @@ def make_ppo(
         logits, value = network.apply(params, obs)
         return ppo_loss(
             dist.categorical_log_prob(logits, action), dist.categorical_entropy(logits), value,
-            old_log_prob, old_value, normalize_advantages(advantages, axis_name), returns,
+            old_log_prob, old_value, advantages, returns,
             clip_eps=hp.clip_eps, vf_coef=hp.vf_coef, ent_coef=hp.ent_coef,
             clip_value=ppo.clip_value,
         )
@@ -198,7 +203,11 @@ def make_ppo(
             jax.random.split(key, num_epochs)
         )
         indices = perms.reshape(num_epochs * num_minibatches, minibatch_size)
-        minibatches = jax.tree.map(lambda x: x[indices], batch)
+        obs, action, log_prob, value, advantages, returns = jax.tree.map(
+            lambda x: x[indices], batch)
+        # Advantages are normalized per minibatch, all minibatches at once (one all-reduce).
+        minibatches = (obs, action, log_prob, value,
+                       normalize_advantages(advantages, axis_name), returns)
 
         def take_step(carry: _LearnerCarry, minibatch) -> _LearnerCarry:
             (_, info), grads = grad_fn(carry.params, minibatch, hp)
