@@ -1,25 +1,24 @@
-"""Categorical policies factorized over controls: sample, log_prob, entropy, mode.
+"""Action distributions: categoricals factorized over controls, and a diagonal Gaussian.
 
-Logits are `[..., n]` for one control; actions are int32 `[...]`.
+The policy head's output is `logits [..., sum(num_choices)]` (categorical) or
+`(mean, log_std)`, each `[..., d]` (Gaussian). Actions are flat: int32 `[..., num_controls]`
+or float32 `[..., d]`; `ActionSpec.to_env` turns them into what the env takes. Sampling takes
+noise drawn ahead of time (`noise`), so a rollout can draw all of its noise before the scan.
+Temperature tau scales logits by 1 / tau or the std by tau; tau = 0 gives the mode.
 """
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+from typing import Tuple
+
 import jax
 import jax.numpy as jnp
 
+from purerl.spaces import ActionSpec
 
-def categorical_sample(key: jax.Array, logits: jax.Array, temperature: float = 1.0) -> jax.Array:
-    """Samples from softmax(logits / temperature); temperature 0 gives the mode."""
-    if temperature == 0.0:
-        return categorical_mode(logits)
-    return jax.random.categorical(key, logits / temperature, axis=-1).astype(jnp.int32)
-
-
-def categorical_sample_gumbel(gumbel: jax.Array, logits: jax.Array) -> jax.Array:
-    """Samples from softmax(logits) given standard Gumbel noise of logits' shape (Gumbel-max,
-    as `jax.random.categorical` does), so the noise can be drawn ahead of a loop."""
-    return jnp.argmax(logits + gumbel, axis=-1).astype(jnp.int32)
+LOG_2PI = math.log(2.0 * math.pi)
 
 
 def categorical_mode(logits: jax.Array) -> jax.Array:
@@ -27,6 +26,7 @@ def categorical_mode(logits: jax.Array) -> jax.Array:
 
 
 def categorical_log_prob(logits: jax.Array, action: jax.Array) -> jax.Array:
+    """log softmax(logits)[action], `[..., n]`, `[...]` -> `[...]`."""
     # A one-hot mask rather than a gather: it fuses with the softmax, and its gradient is not a
     # scatter (which XLA:CPU runs as a separate, slow op).
     log_probs = jax.nn.log_softmax(logits, axis=-1)
@@ -37,3 +37,54 @@ def categorical_log_prob(logits: jax.Array, action: jax.Array) -> jax.Array:
 def categorical_entropy(logits: jax.Array) -> jax.Array:
     log_probs = jax.nn.log_softmax(logits, axis=-1)
     return -jnp.sum(jnp.exp(log_probs) * log_probs, axis=-1)
+
+
+@dataclass(frozen=True)
+class ActionDistribution:
+    """The policy's distribution for an `ActionSpec` (static: safe to close over in jit)."""
+
+    spec: ActionSpec
+
+    @property
+    def is_gaussian(self) -> bool:
+        return self.spec.kind == "gaussian"
+
+    def _split(self, logits: jax.Array) -> Tuple[jax.Array, ...]:
+        bounds = [sum(self.spec.num_choices[:i]) for i in range(1, self.spec.num_controls)]
+        return tuple(jnp.split(logits, bounds, axis=-1))
+
+    def noise(self, key: jax.Array, batch_shape: Tuple[int, ...]) -> jax.Array:
+        """Gumbel `[*batch, sum(num_choices)]` or standard normal `[*batch, d]` noise."""
+        shape = (*batch_shape, self.spec.num_outputs)
+        if self.is_gaussian:
+            return jax.random.normal(key, shape)
+        return jax.random.gumbel(key, shape)
+
+    def sample(self, out, noise: jax.Array, temperature: float | jax.Array = 1.0) -> jax.Array:
+        """An action from the head's output `out` and `noise` (from `noise`), at `temperature`."""
+        if self.is_gaussian:
+            mean, log_std = out
+            return mean + temperature * jnp.exp(log_std) * noise
+        # Gumbel-max on logits / tau is argmax(logits + tau * gumbel); tau = 0 is the mode.
+        noisy = out + temperature * noise
+        return jnp.stack([categorical_mode(part) for part in self._split(noisy)], axis=-1)
+
+    def mode(self, out) -> jax.Array:
+        if self.is_gaussian:
+            return out[0]
+        return jnp.stack([categorical_mode(part) for part in self._split(out)], axis=-1)
+
+    def log_prob(self, out, action: jax.Array) -> jax.Array:
+        """Log-density `[...]` of flat actions `[..., num_controls]` (unclipped, for a Box)."""
+        if self.is_gaussian:
+            mean, log_std = out
+            z = (action - mean) * jnp.exp(-log_std)
+            return jnp.sum(-0.5 * jnp.square(z) - log_std - 0.5 * LOG_2PI, axis=-1)
+        return sum(categorical_log_prob(part, action[..., i])
+                   for i, part in enumerate(self._split(out)))
+
+    def entropy(self, out) -> jax.Array:
+        if self.is_gaussian:
+            _, log_std = out
+            return jnp.sum(log_std + 0.5 * (LOG_2PI + 1.0), axis=-1)
+        return sum(categorical_entropy(part) for part in self._split(out))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable, Sequence, Tuple
+from typing import Any, Callable, Sequence, Tuple
 
 import flax.linen as nn
 import jax
@@ -42,32 +42,39 @@ class MLP(nn.Module):
 
 
 class ActorCritic(nn.Module):
-    """Maps observations `[B, *obs_shape]` to (logits `[B, num_actions]`, value `[B]`).
+    """Maps observations `[B, *obs_shape]` to (policy output, value `[B]`).
 
+    The policy output is logits `[B, num_outputs]`, or for a Gaussian policy (`gaussian=True`)
+    `(mean, log_std)`, each `[B, num_outputs]`, with a learned state-independent log-std.
     `shared=True`: one torso feeds both heads. `shared=False`: separate policy and value towers.
     Heads use the usual PPO init: gain 0.01 for the policy, 1.0 for the value.
     """
 
-    num_actions: int
+    num_outputs: int
     hidden_sizes: Sequence[int] = (64, 64)
     activation: str = "tanh"
     shared: bool = False
+    gaussian: bool = False
 
     def setup(self):
         self.policy_torso = MLP(self.hidden_sizes, self.activation)
         if not self.shared:
             self.value_torso = MLP(self.hidden_sizes, self.activation)
-        self.policy_head = _dense(self.num_actions, 0.01)
+        self.policy_head = _dense(self.num_outputs, 0.01)
         self.value_head = _dense(1, 1.0)
+        if self.gaussian:
+            self.log_std = self.param("log_std", nn.initializers.zeros, (self.num_outputs,))
 
     def _flat(self, obs: jax.Array, batch_ndim: int) -> jax.Array:
         return obs.reshape(obs.shape[:batch_ndim] + (-1,)).astype(jnp.float32)
 
-    def __call__(self, obs: jax.Array, batch_ndim: int = 1) -> Tuple[jax.Array, jax.Array]:
+    def __call__(self, obs: jax.Array, batch_ndim: int = 1) -> Tuple[Any, jax.Array]:
         x = self._flat(obs, batch_ndim)
         policy_features = self.policy_torso(x)
         value_features = policy_features if self.shared else self.value_torso(x)
-        return self.policy_head(policy_features), self.value_head(value_features)[..., 0]
+        head = self.policy_head(policy_features)
+        policy = (head, jnp.broadcast_to(self.log_std, head.shape)) if self.gaussian else head
+        return policy, self.value_head(value_features)[..., 0]
 
     def value(self, obs: jax.Array, batch_ndim: int = 1) -> jax.Array:
         """The critic alone: `[*batch, *obs_shape] -> [*batch]`."""

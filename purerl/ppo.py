@@ -16,15 +16,15 @@ import optax
 from jax.flatten_util import ravel_pytree
 from jax.sharding import PartitionSpec as P
 
-from purerl import distributions as dist
 from purerl.config import Config, validate
+from purerl.distributions import ActionDistribution
 from purerl.envs import EpisodeStats, make_env
 from purerl.gae import compute_gae
 from purerl.losses import LossInfo, normalize_advantages, ppo_loss
 from purerl.networks import ActorCritic
 from purerl.parallel import DEVICE_AXIS, make_mesh, map_seeds, shard_over_devices
 from purerl.schedules import HyperParams, hyperparams_from_config, scheduled_hyperparams
-from purerl.spaces import analyze_action_space
+from purerl.spaces import ActionSpec, analyze_action_space
 
 
 class RunnerState(NamedTuple):
@@ -112,11 +112,11 @@ def convert_key(key: jax.Array, impl: str) -> jax.Array:
     return jax.random.wrap_key_data(jax.random.bits(key, (num_words,), jnp.uint32), impl=impl)
 
 
-def make_network(config: Config, env, env_params) -> ActorCritic:
-    spec = analyze_action_space(env.action_space(env_params))
+def make_network(config: Config, spec: ActionSpec) -> ActorCritic:
     net = config.network
-    return ActorCritic(num_actions=spec.num_choices[0], hidden_sizes=tuple(net.hidden_sizes),
-                       activation=net.activation, shared=net.shared)
+    return ActorCritic(num_outputs=spec.num_outputs, hidden_sizes=tuple(net.hidden_sizes),
+                       activation=net.activation, shared=net.shared,
+                       gaussian=spec.kind == "gaussian")
 
 
 def make_ppo(
@@ -132,7 +132,9 @@ def make_ppo(
     minibatch_size = batch_size // num_minibatches
     early_stop = ppo.target_kl is not None
     env = EpisodeStats(env)
-    network = make_network(config, env, env_params)
+    spec = analyze_action_space(env.action_space(env_params))
+    policy = ActionDistribution(spec)
+    network = make_network(config, spec)
     obs_shape = env.observation_space(env_params).shape
     reset_envs = jax.vmap(env.reset, in_axes=(0, None))
     step_envs = jax.vmap(env.step, in_axes=(0, 0, 0, None))
@@ -161,34 +163,34 @@ def make_ppo(
 
     def rollout(params, env_state, obs, key) -> Tuple[Any, jax.Array, Transition]:
         # All of the rollout's randomness is drawn up front, outside the scan: on CPU every
-        # random op inside the loop costs a (threefry) loop of its own per step.
+        # random op inside the loop costs a small loop of its own per step.
         action_key, env_key = jax.random.split(key)
-        gumbels = jax.random.gumbel(action_key, (num_steps, num_envs, network.num_actions))
+        noises = policy.noise(action_key, (num_steps, num_envs))
         env_keys = jax.random.split(env_key, num_steps * num_envs).reshape(num_steps, num_envs)
 
         def step(carry, noise):
             env_state, obs = carry
-            gumbel, env_keys = noise
-            logits, value = network.apply(params, obs)
-            action = dist.categorical_sample_gumbel(gumbel, logits)
+            action_noise, env_keys = noise
+            policy_out, value = network.apply(params, obs)
+            action = policy.sample(policy_out, action_noise)
             next_obs, env_state, reward, terminated, truncated, info = step_envs(
-                env_keys, env_state, action, env_params
+                env_keys, env_state, spec.to_env(action), env_params
             )
             transition = Transition(
-                obs, action, dist.categorical_log_prob(logits, action), value,
+                obs, action, policy.log_prob(policy_out, action), value,
                 reward.astype(jnp.float32), terminated, truncated, info["final_observation"],
                 info["episode_done"], info["episode_return"], info["episode_length"],
             )
             return (env_state, next_obs), transition
 
-        (env_state, obs), transitions = jax.lax.scan(step, (env_state, obs), (gumbels, env_keys))
+        (env_state, obs), transitions = jax.lax.scan(step, (env_state, obs), (noises, env_keys))
         return env_state, obs, transitions
 
     def minibatch_loss(params, minibatch, hp: HyperParams):
         obs, action, old_log_prob, old_value, advantages, returns = minibatch
-        logits, value = network.apply(params, obs)
+        policy_out, value = network.apply(params, obs)
         return ppo_loss(
-            dist.categorical_log_prob(logits, action), dist.categorical_entropy(logits), value,
+            policy.log_prob(policy_out, action), policy.entropy(policy_out), value,
             old_log_prob, old_value, advantages, returns,
             clip_eps=hp.clip_eps, vf_coef=hp.vf_coef, ent_coef=hp.ent_coef,
             clip_value=ppo.clip_value,

@@ -52,3 +52,95 @@ def make_short_chain():
 
 def not_an_env():
     return 42
+
+
+@struct.dataclass
+class BanditState(environment.EnvState):
+    target: jax.Array
+    time: int
+
+
+@struct.dataclass
+class BanditParams(environment.EnvParams):
+    max_steps_in_episode: int = 1
+
+
+class ComboLock(environment.Environment):
+    """One-step episodes: the observation shows a target combination (one-hot per control);
+    the reward is the share of controls set to it. Controls have 2, 3 and 4 choices."""
+
+    nvec = (2, 3, 4)
+
+    def __init__(self, as_tuple: bool = False):
+        super().__init__()
+        self.as_tuple = as_tuple
+
+    @property
+    def default_params(self):
+        return BanditParams()
+
+    def step_env(self, key, state, action, params):
+        action = jnp.stack(action) if self.as_tuple else action
+        reward = jnp.mean((action == state.target).astype(jnp.float32))
+        state = state.replace(time=state.time + 1)
+        return self.get_obs(state), state, reward, jnp.bool_(True), {}
+
+    def reset_env(self, key, params):
+        keys = jax.random.split(key, len(self.nvec))
+        target = jnp.stack([jax.random.randint(k, (), 0, n) for k, n in zip(keys, self.nvec)])
+        state = BanditState(target=target, time=0)
+        return self.get_obs(state), state
+
+    def get_obs(self, state, params=None, key=None):
+        return jnp.concatenate([jax.nn.one_hot(state.target[i], n) for i, n in enumerate(self.nvec)])
+
+    def action_space(self, params=None):
+        from purerl.spaces import MultiDiscrete
+
+        if self.as_tuple:
+            return spaces.Tuple([spaces.Discrete(n) for n in self.nvec])
+        return MultiDiscrete(self.nvec)
+
+    def observation_space(self, params):
+        return spaces.Box(0.0, 1.0, (sum(self.nvec),), jnp.float32)
+
+
+def combo_lock_tuple():
+    return ComboLock(as_tuple=True)
+
+
+class Reach(environment.Environment):
+    """One-step episodes: the observation is a target in [-1, 1]^2; the action (Box [-2, 2]^2)
+    is rewarded by minus its squared distance to the target."""
+
+    @property
+    def default_params(self):
+        return BanditParams()
+
+    def step_env(self, key, state, action, params):
+        reward = -jnp.sum(jnp.square(action - state.target))
+        state = state.replace(time=state.time + 1)
+        return self.get_obs(state), state, reward, jnp.bool_(True), {}
+
+    def reset_env(self, key, params):
+        state = BanditState(target=jax.random.uniform(key, (2,), minval=-1.0, maxval=1.0), time=0)
+        return self.get_obs(state), state
+
+    def get_obs(self, state, params=None, key=None):
+        return state.target
+
+    def action_space(self, params=None):
+        return spaces.Box(-2.0, 2.0, (2,), jnp.float32)
+
+    def observation_space(self, params):
+        return spaces.Box(-1.0, 1.0, (2,), jnp.float32)
+
+
+class DictActions(Reach):
+    def action_space(self, params=None):
+        return spaces.Dict({"a": spaces.Discrete(2), "b": spaces.Discrete(3)})
+
+
+class UnboundedBox(Reach):
+    def action_space(self, params=None):
+        return spaces.Box(-jnp.inf, jnp.inf, (2,), jnp.float32)

@@ -33,7 +33,8 @@ VALIDATION_CASES = [
     (["+env=cartpole", "ppo.gae_lambda=-1"], r"ppo.gae_lambda=-1.0 must be in \[0, 1\]"),
     (["+env=cartpole", "ppo.clip_eps=-0.1"], "ppo.clip_eps=-0.1 must be > 0"),
     (["+env=cartpole", "env.num_envs=0"], "env.num_envs=0 must be > 0"),
-    (["+env=gymnax", "env.name=Pendulum-v1"], "action space Box.* is not supported yet"),
+    (["+env=gymnax", "env.name=custom_envs:DictActions"], "action space Dict.* is not supported"),
+    (["+env=gymnax", "env.name=custom_envs:UnboundedBox"], "has infinite bounds"),
     (["-m", "+env=cartpole", "ppo.lr=1e-3,-1"], "ppo.lr=-1.0 must be > 0"),
 ]
 

@@ -1,31 +1,65 @@
+import math
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from gymnax.environments import spaces
 
-from purerl import distributions as dist
+from purerl.distributions import (ActionDistribution, categorical_entropy,
+                                  categorical_log_prob, categorical_mode)
+from purerl.spaces import MultiDiscrete, analyze_action_space
 
-LOGITS = jnp.log(jnp.array([[0.2, 0.3, 0.5], [0.6, 0.3, 0.1]]))
+P = np.array([[0.2, 0.3, 0.5], [0.6, 0.3, 0.1]])
+LOGITS = jnp.log(jnp.array(P))
 
 
-def test_log_prob_and_entropy_closed_form():
-    p = np.array([[0.2, 0.3, 0.5], [0.6, 0.3, 0.1]])
-    np.testing.assert_allclose(dist.categorical_log_prob(LOGITS, jnp.array([2, 0])),
-                               np.log([0.5, 0.6]), rtol=1e-6)
-    np.testing.assert_allclose(dist.categorical_entropy(LOGITS), -(p * np.log(p)).sum(-1),
+def test_categorical_closed_forms():
+    np.testing.assert_allclose(categorical_log_prob(LOGITS, jnp.array([2, 0])), np.log([0.5, 0.6]),
                                rtol=1e-6)
+    np.testing.assert_allclose(categorical_entropy(LOGITS), -(P * np.log(P)).sum(-1), rtol=1e-6)
+    np.testing.assert_array_equal(categorical_mode(LOGITS), [2, 0])
 
 
-def test_mode_and_zero_temperature():
-    np.testing.assert_array_equal(dist.categorical_mode(LOGITS), [2, 0])
-    np.testing.assert_array_equal(dist.categorical_sample(jax.random.key(0), LOGITS, 0.0), [2, 0])
+def test_factorized_categorical_sums_over_controls():
+    dist = ActionDistribution(analyze_action_space(MultiDiscrete([2, 3])))
+    p0, p1 = np.array([0.25, 0.75]), np.array([0.2, 0.3, 0.5])
+    logits = jnp.log(jnp.concatenate([p0, p1]))[None]
+    action = jnp.array([[1, 2]])
+    np.testing.assert_allclose(dist.log_prob(logits, action), [np.log(0.75 * 0.5)], rtol=1e-6)
+    entropy = -(p0 * np.log(p0)).sum() - (p1 * np.log(p1)).sum()
+    np.testing.assert_allclose(dist.entropy(logits), [entropy], rtol=1e-6)
+    np.testing.assert_array_equal(dist.mode(logits), [[1, 2]])
 
 
-def test_sampling_frequencies_and_temperature():
-    logits = jnp.broadcast_to(LOGITS[0], (40_000, 3))
-    freq = np.bincount(np.asarray(dist.categorical_sample(jax.random.key(0), logits)), minlength=3)
-    np.testing.assert_allclose(freq / 40_000, [0.2, 0.3, 0.5], atol=0.01)
-    hot = np.bincount(np.asarray(dist.categorical_sample(jax.random.key(1), logits, 0.5)),
-                      minlength=3) / 40_000
-    expected = np.array([0.2, 0.3, 0.5]) ** 2
-    np.testing.assert_allclose(hot, expected / expected.sum(), atol=0.01)
+def _frequencies(dist, logits, temperature, n=40_000):
+    noise = dist.noise(jax.random.key(0), (n,))
+    actions = dist.sample(jnp.broadcast_to(logits, (n, logits.shape[-1])), noise, temperature)
+    return np.bincount(np.asarray(actions[:, 0]), minlength=logits.shape[-1]) / n
+
+
+def test_categorical_sampling_and_temperature():
+    dist = ActionDistribution(analyze_action_space(spaces.Discrete(3)))
+    np.testing.assert_allclose(_frequencies(dist, LOGITS[0], 1.0), P[0], atol=0.01)
+    sharp = P[0] ** 2 / (P[0] ** 2).sum()  # softmax(logits / 0.5)
+    np.testing.assert_allclose(_frequencies(dist, LOGITS[0], 0.5), sharp, atol=0.01)
+    np.testing.assert_allclose(_frequencies(dist, LOGITS[0], 0.0), [0, 0, 1])  # the mode
+
+
+def test_gaussian_closed_forms_and_temperature():
+    dist = ActionDistribution(analyze_action_space(spaces.Box(-1.0, 1.0, (2,))))
+    mean, log_std = jnp.array([[0.5, -1.0]]), jnp.log(jnp.array([[2.0, 0.5]]))
+    action = jnp.array([[1.5, 0.0]])  # outside the Box: the log-prob is of the unclipped action
+    z = np.array([(1.5 - 0.5) / 2.0, (0.0 + 1.0) / 0.5])
+    expected = (-0.5 * z**2 - np.log([2.0, 0.5]) - 0.5 * math.log(2 * math.pi)).sum()
+    np.testing.assert_allclose(dist.log_prob((mean, log_std), action), [expected], rtol=1e-6)
+    expected_entropy = (np.log([2.0, 0.5]) + 0.5 * math.log(2 * math.pi * math.e)).sum()
+    np.testing.assert_allclose(dist.entropy((mean, log_std)), [expected_entropy], rtol=1e-6)
+    noise = dist.noise(jax.random.key(1), (50_000,))
+    out = (jnp.broadcast_to(mean, (50_000, 2)), jnp.broadcast_to(log_std, (50_000, 2)))
+    for tau in (1.0, 0.5):
+        samples = np.asarray(dist.sample(out, noise, tau))
+        np.testing.assert_allclose(samples.std(axis=0), tau * np.array([2.0, 0.5]), rtol=0.02)
+        np.testing.assert_allclose(samples.mean(axis=0), [0.5, -1.0], atol=0.03)
+    np.testing.assert_array_equal(dist.sample(out, noise, 0.0)[:2], np.broadcast_to(mean, (2, 2)))
+    np.testing.assert_array_equal(dist.mode((mean, log_std)), mean)

@@ -5,8 +5,6 @@ import pytest
 
 from purerl.config import ConfigError, EnvConfig
 from purerl.envs import EpisodeStats, make_env
-from purerl.spaces import ActionSpec, UnsupportedSpaceError, analyze_action_space
-from gymnax.environments import spaces
 
 
 def test_episode_stats_counts_only_completed_episodes():
@@ -45,10 +43,3 @@ def test_episode_stats_truncation_counts_as_episode_end():
 def test_make_env_errors(name, message):
     with pytest.raises(ConfigError, match=message):
         make_env(EnvConfig(name=name))
-
-
-def test_analyze_action_space():
-    assert analyze_action_space(spaces.Discrete(3)) == ActionSpec(num_choices=(3,))
-    assert analyze_action_space(spaces.Discrete(3)).num_controls == 1
-    with pytest.raises(UnsupportedSpaceError, match="Box"):
-        analyze_action_space(spaces.Box(-1.0, 1.0, (2,)))
