@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import List, Optional
+from typing import Any, Dict, List, Optional
 
 SCHEDULED_HYPERPARAMS = ("lr", "ent_coef", "clip_eps", "vf_coef", "gamma", "gae_lambda")
 SCHEDULE_KINDS = ("constant", "linear", "cosine", "exponential", "piecewise")
@@ -50,6 +50,7 @@ class SchedulesConfig:
 class EnvConfig:
     name: str = ""  # a gymnax id, or "module:attr" (an Environment subclass or a factory)
     num_envs: int = 4  # parallel environments per seed, split across devices
+    params: Dict[str, Any] = field(default_factory=dict)  # overrides of the env params' fields
 
 
 @dataclass

@@ -121,7 +121,7 @@ def load_config(cfg: DictConfig, num_devices: int) -> Config:
     """The validated `Config` of a composed Hydra config."""
     known = set(_schema_keys())
     for key in _dotted_keys(cfg):
-        if key not in known and not key.startswith("hydra."):
+        if key not in known and not key.startswith(("hydra.", "env.params.")):
             raise ConfigError(_unknown_setting(key))
     try:
         config = OmegaConf.to_object(cfg)
@@ -130,12 +130,18 @@ def load_config(cfg: DictConfig, num_devices: int) -> Config:
     return validate(config, num_devices)
 
 
+def normalize_argv(argv: List[str]) -> List[str]:
+    """`env.params.<field>=v` becomes `++env.params.<field>=v`: the fields are the env's, so
+    they cannot be in the schema, and `++` adds or overrides them."""
+    return [f"++{a}" if a.startswith("env.params.") else a for a in argv]
+
+
 def preflight(argv: List[str]) -> None:
     """Composes and validates every job the command line asks for; raises ConfigError."""
     from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException
 
-    args = [a for a in argv if not a.startswith("-")]
+    args = [a for a in normalize_argv(argv) if not a.startswith("-")]
     if any(a.startswith("-") and a not in ("-m", "--multirun") for a in argv):
         return  # --help, --cfg, --info ...: Hydra's own business
     try:
@@ -252,6 +258,7 @@ def main() -> None:
         preflight(sys.argv[1:])
     except ConfigError as error:
         _fail(error)
+    sys.argv[1:] = normalize_argv(sys.argv[1:])
     _hydra_main()
 
 

@@ -36,6 +36,7 @@ VALIDATION_CASES = [
     (["+env=gymnax", "env.name=custom_envs:DictActions"], "action space Dict.* is not supported"),
     (["+env=gymnax", "env.name=custom_envs:UnboundedBox"], "has infinite bounds"),
     (["-m", "+env=cartpole", "ppo.lr=1e-3,-1"], "ppo.lr=-1.0 must be > 0"),
+    (["+env=cartpole", "env.params.max_step=9"], r"CartPole-v1 params have no field 'max_step'"),
 ]
 
 
@@ -53,6 +54,10 @@ def test_cli_error_is_one_line_exit_2(cli, tmp_path, argv, message):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("purerl: error: ")
     assert not (tmp_path / "metrics.jsonl").exists()  # failed before anything ran
+
+
+def test_preflight_accepts_env_params_without_plus():
+    preflight(["+env=cartpole", "env.params.max_steps_in_episode=200"])
 
 
 def test_cli_rejects_envs_not_divisible_by_devices(cli, tmp_path):

@@ -43,3 +43,34 @@ def test_episode_stats_truncation_counts_as_episode_end():
 def test_make_env_errors(name, message):
     with pytest.raises(ConfigError, match=message):
         make_env(EnvConfig(name=name))
+
+
+def test_env_params_override_and_truncation():
+    env, params = make_env(EnvConfig(name="custom_envs:Chain", params={"max_steps_in_episode": 3}))
+    assert params.max_steps_in_episode == 3 and params.length == 4
+    env = EpisodeStats(env)
+    _, state = env.reset(jax.random.key(0), params)
+    truncated = []
+    for t in range(3):
+        _, state, _, _, trunc, _ = env.step(jax.random.key(t), state, 0, params)
+        truncated.append(bool(trunc))
+    assert truncated == [False, False, True]
+
+
+def test_unknown_env_param_lists_the_fields():
+    with pytest.raises(ConfigError, match=r"env.params.max_step: .*\(fields: max_steps_in_episode"):
+        make_env(EnvConfig(name="CartPole-v1", params={"max_step": 10}))
+
+
+def test_data_downloading_env_fails_clearly(monkeypatch):
+    from urllib.error import URLError
+
+    import gymnax.utils.load_mnist as load_mnist
+
+    def no_network(url, filename):
+        raise URLError("no network")
+
+    monkeypatch.setattr(load_mnist, "urlretrieve", no_network)
+    monkeypatch.setattr(load_mnist.path, "isfile", lambda _: False)
+    with pytest.raises(ConfigError, match="downloads its data when it is made, and the download failed"):
+        make_env(EnvConfig(name="MNISTBandit-bsuite"))

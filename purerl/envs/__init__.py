@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import importlib
 import inspect
+from urllib.error import URLError
 
 import gymnax
 from gymnax.environments.environment import Environment
@@ -16,8 +18,26 @@ __all__ = ["make_env", "EpisodeStats", "EpisodeStatsState"]
 
 
 def make_env(config: EnvConfig):
-    """Returns (env, env_params) for `config.name`, unwrapped; raises ConfigError."""
-    name = config.name
+    """Returns (env, env_params) for `config.name`, unwrapped, with `config.params` applied to
+    the env params' fields; raises ConfigError."""
+    env, env_params = _make(config.name)
+    return env, _override_params(config.name, env_params, dict(config.params))
+
+
+def _override_params(name: str, env_params, overrides: dict):
+    if not overrides:
+        return env_params
+    valid = [f.name for f in dataclasses.fields(env_params)] if dataclasses.is_dataclass(
+        env_params) else []
+    unknown = sorted(set(overrides) - set(valid))
+    if unknown:
+        raise ConfigError(
+            f"env.params.{unknown[0]}: {name} params have no field {unknown[0]!r} "
+            f"(fields: {', '.join(valid) or 'none'})")
+    return env_params.replace(**overrides)
+
+
+def _make(name: str):
     if ":" in name:
         return _load_user_env(name)
     if name not in gymnax.registered_envs:
@@ -28,7 +48,12 @@ def make_env(config: EnvConfig):
         raise ConfigError(f"env.name={name!r} is not a gymnax environment id; {hint}")
     try:
         return gymnax.make(name)
-    except Exception as error:  # e.g. MNISTBandit-bsuite downloads its data at construction
+    except URLError as error:  # MNISTBandit-bsuite downloads MNIST when it is made
+        raise ConfigError(
+            f"env.name={name!r} downloads its data when it is made, and the download failed "
+            f"({_one_line(error)}); put the files where gymnax looks or choose another env"
+        ) from None
+    except Exception as error:
         raise ConfigError(f"env.name={name!r} could not be made: {_one_line(error)}") from None
 
 
