@@ -32,13 +32,11 @@ PROGRESS_LINES = 10  # about this many progress lines per run
 
 
 def config_dir() -> Path:
-    """conf/ of a source checkout, or the `purerl.conf` package of an installed wheel."""
-    try:
-        import purerl.conf
-
-        return Path(purerl.conf.__file__).parent
-    except ImportError:
-        return Path(__file__).resolve().parent.parent / "conf"
+    """The `conf/` beside this package: inside it in a wheel (`purerl/conf`), at the
+    repository's top level in a source checkout."""
+    package = Path(__file__).resolve().parent
+    installed = package / "conf"
+    return installed if (installed / "config.yaml").is_file() else package.parent / "conf"
 
 
 def presets() -> List[str]:

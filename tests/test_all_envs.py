@@ -1,0 +1,21 @@
+"""Every gymnax environment that can be made offline trains through the trainer."""
+
+import gymnax
+import jax
+import numpy as np
+import pytest
+
+from purerl.ppo import make_train
+
+OFFLINE_ENVS = [name for name in gymnax.registered_envs if name != "MNISTBandit-bsuite"]
+
+
+@pytest.mark.parametrize("env_name", OFFLINE_ENVS)
+def test_env_trains_two_updates(make_config, env_name):
+    config = make_config(**{"env.name": env_name, "total_timesteps": 128, "ppo.num_epochs": 1,
+                            "network.hidden_sizes": [16]})
+    state, metrics = jax.jit(make_train(config))(jax.random.key(0))
+    assert np.asarray(metrics.opt_steps).tolist() == [[2, 2]]  # 2 updates x 2 minibatches
+    for name, value in metrics._asdict().items():
+        assert np.isfinite(np.asarray(value)).all(), name
+    assert all(np.isfinite(np.asarray(leaf)).all() for leaf in jax.tree.leaves(state.params))
