@@ -51,6 +51,7 @@ class EnvConfig:
     name: str = ""  # a gymnax id, or "module:attr" (an Environment subclass or a factory)
     num_envs: int = 4  # parallel environments per seed, split across devices
     params: Dict[str, Any] = field(default_factory=dict)  # overrides of the env params' fields
+    frame_stack: int = 1  # the policy sees the last this many observations
 
 
 @dataclass
@@ -125,6 +126,7 @@ def validate(config: Config, num_devices: int = 1) -> Config:
         raise ConfigError(f"prng_impl={config.prng_impl!r} is not one of {', '.join(PRNG_IMPLS)}")
     _positive("log_every", config.log_every)
     _positive("env.num_envs", env.num_envs)
+    _positive("env.frame_stack", env.frame_stack)
     if env.num_envs % num_devices:
         raise ConfigError(
             f"env.num_envs={env.num_envs} is not divisible by the number of devices ({num_devices})"

@@ -18,13 +18,13 @@ from jax.sharding import PartitionSpec as P
 
 from purerl.config import Config, validate
 from purerl.distributions import ActionDistribution
-from purerl.envs import EpisodeStats, make_env
+from purerl.envs import check_env, make_env, wrap_env
 from purerl.gae import compute_gae
 from purerl.losses import LossInfo, normalize_advantages, ppo_loss
 from purerl.networks import ActorCritic
 from purerl.parallel import DEVICE_AXIS, make_mesh, map_seeds, shard_over_devices
 from purerl.schedules import HyperParams, hyperparams_from_config, scheduled_hyperparams
-from purerl.spaces import ActionSpec, analyze_action_space
+from purerl.spaces import ActionSpec
 
 
 class RunnerState(NamedTuple):
@@ -131,8 +131,8 @@ def make_ppo(
     batch_size = num_envs * num_steps
     minibatch_size = batch_size // num_minibatches
     early_stop = ppo.target_kl is not None
-    env = EpisodeStats(env)
-    spec = analyze_action_space(env.action_space(env_params))
+    spec = check_env(env, env_params, config.env)
+    env = wrap_env(env, config.env)
     policy = ActionDistribution(spec)
     network = make_network(config, spec)
     obs_shape = env.observation_space(env_params).shape

@@ -150,8 +150,7 @@ def preflight(argv: List[str]) -> None:
     job_overrides = [o for o in overrides if not o.key_or_group.startswith("hydra")]
 
     import jax
-    from purerl.envs import make_env
-    from purerl.spaces import UnsupportedSpaceError, analyze_action_space
+    from purerl.envs import check_env, make_env
 
     with initialize_config_dir(str(config_dir()), version_base="1.3"):
         for variant in _override_variants(job_overrides):
@@ -160,11 +159,7 @@ def preflight(argv: List[str]) -> None:
             except (HydraException, OmegaConfBaseException) as error:
                 raise ConfigError(_explain(error)) from None
             config = load_config(cfg, jax.local_device_count())
-            env, env_params = make_env(config.env)
-            try:
-                analyze_action_space(env.action_space(env_params))
-            except UnsupportedSpaceError as error:
-                raise ConfigError(f"env.name={config.env.name!r}: {error}") from None
+            check_env(*make_env(config.env), config.env)
 
 
 def _fail(error: ConfigError) -> None:

@@ -74,3 +74,44 @@ def test_data_downloading_env_fails_clearly(monkeypatch):
     monkeypatch.setattr(load_mnist.path, "isfile", lambda _: False)
     with pytest.raises(ConfigError, match="downloads its data when it is made, and the download failed"):
         make_env(EnvConfig(name="MNISTBandit-bsuite"))
+
+
+def test_frame_stack_resets_at_episode_boundaries():
+    from purerl.envs import FrameStack
+
+    env, params = make_env(EnvConfig(name="custom_envs:make_short_chain"))  # ends at position 2
+    env = FrameStack(env, 3)
+    assert env.observation_space(params).shape == (15,)
+    position = lambda stacked: [int(np.argmax(stacked[5 * i:5 * i + 5])) for i in range(3)]  # noqa: E731
+    obs, state = env.reset(jax.random.key(0), params)
+    assert position(obs) == [0, 0, 0]
+    seen, finals = [], []
+    for a in [1, 1, 1, 0]:
+        obs, state, _, terminated, _, info = env.step(jax.random.key(1), state, jnp.int32(a), params)
+        seen.append(position(obs))
+        finals.append(position(info["final_observation"]))
+    assert seen == [[0, 0, 1], [0, 0, 0], [0, 0, 1], [0, 1, 1]]  # step 2 ended the episode
+    assert finals[1] == [0, 1, 2]  # the true last stack, for bootstrapping
+    assert finals[0] == seen[0] and finals[2] == seen[2]
+
+
+def test_frame_stack_of_scalar_observations():
+    from purerl.envs import FrameStack
+
+    env, params = make_env(EnvConfig(name="FrozenLake-misc"))
+    env = FrameStack(env, 4)
+    obs, _ = env.reset(jax.random.key(0), params)
+    assert obs.shape == (4,) and env.observation_space(params).shape == (4,)
+
+
+def test_dict_observations_are_a_clear_error():
+    from gymnax.environments import spaces as gspaces
+
+    from purerl.envs import check_env
+
+    class DictObs:
+        def observation_space(self, params):
+            return gspaces.Dict({"x": gspaces.Box(0.0, 1.0, (2,))})
+
+    with pytest.raises(ConfigError, match="observation space Dict.* is not supported"):
+        check_env(DictObs(), None, EnvConfig(name="custom:DictObs"))

@@ -11,10 +11,33 @@ from urllib.error import URLError
 import gymnax
 from gymnax.environments.environment import Environment
 
-from purerl.config import ConfigError, EnvConfig
-from purerl.envs.wrappers import EpisodeStats, EpisodeStatsState
+from gymnax.environments import spaces
 
-__all__ = ["make_env", "EpisodeStats", "EpisodeStatsState"]
+from purerl.config import ConfigError, EnvConfig
+from purerl.envs.wrappers import EpisodeStats, EpisodeStatsState, FrameStack
+from purerl.spaces import ActionSpec, UnsupportedSpaceError, analyze_action_space
+
+__all__ = ["make_env", "wrap_env", "check_env", "EpisodeStats", "EpisodeStatsState", "FrameStack"]
+
+
+def wrap_env(env, config: EnvConfig):
+    """The env as the trainer steps it: frame history (`frame_stack`), then episode stats."""
+    if config.frame_stack > 1:
+        env = FrameStack(env, config.frame_stack)
+    return EpisodeStats(env)
+
+
+def check_env(env, env_params, config: EnvConfig) -> ActionSpec:
+    """The env's ActionSpec, after checking that the trainer can handle its spaces."""
+    obs_space = env.observation_space(env_params)
+    if isinstance(obs_space, (spaces.Dict, spaces.Tuple)):
+        raise ConfigError(
+            f"env.name={config.name!r}: observation space {obs_space!r} is not supported; "
+            "flatten it into one array in a wrapper")
+    try:
+        return analyze_action_space(env.action_space(env_params))
+    except UnsupportedSpaceError as error:
+        raise ConfigError(f"env.name={config.name!r}: {error}") from None
 
 
 def make_env(config: EnvConfig):

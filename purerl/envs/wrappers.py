@@ -52,3 +52,57 @@ class EpisodeStats:
             jnp.where(done, 0, episode_length),
         )
         return obs, state, reward, terminated, truncated, info
+
+
+@struct.dataclass
+class FrameStackState:
+    env_state: Any
+    frames: jax.Array  # [k, *obs_shape], oldest first
+
+
+class FrameStack:
+    """Gives the policy the last `k` observations, concatenated on the last axis (oldest
+    first; a scalar observation becomes `[k]`). After a reset every slot holds the reset
+    observation, also on the auto-reset step, and `info["final_observation"]` is the stack that
+    ends with the episode's true last observation."""
+
+    def __init__(self, env, num_frames: int):
+        self.env = env
+        self.num_frames = num_frames
+
+    def __getattr__(self, name):
+        return getattr(self.env, name)
+
+    def _stacked(self, frames: jax.Array) -> jax.Array:
+        if frames.ndim == 1:
+            return frames
+        return jnp.concatenate([frames[i] for i in range(self.num_frames)], axis=-1)
+
+    def observation_space(self, params):
+        from gymnax.environments import spaces
+
+        inner = self.env.observation_space(params)
+        shape = tuple(inner.shape)
+        low, high = (0, inner.n - 1) if isinstance(inner, spaces.Discrete) else (inner.low, inner.high)
+        tile = lambda b: self._stacked(jnp.broadcast_to(jnp.asarray(b, jnp.float32),  # noqa: E731
+                                                        (self.num_frames, *shape)))
+        return spaces.Box(tile(low), tile(high), tile(jnp.zeros(shape)).shape,
+                          jnp.float32)
+
+    def reset(self, key, params):
+        obs, env_state = self.env.reset(key, params)
+        frames = jnp.broadcast_to(obs, (self.num_frames, *jnp.shape(obs))).astype(jnp.float32)
+        return self._stacked(frames), FrameStackState(env_state, frames)
+
+    def step(self, key, state: FrameStackState, action, params):
+        obs, env_state, reward, terminated, truncated, info = self.env.step(
+            key, state.env_state, action, params)
+        done = jnp.logical_or(terminated, truncated)
+        shift = lambda new: jnp.concatenate(  # noqa: E731
+            [state.frames[1:], jnp.asarray(new, jnp.float32)[None]], axis=0)
+        final_frames = shift(info["final_observation"])
+        reset_frames = jnp.broadcast_to(obs, state.frames.shape).astype(jnp.float32)
+        frames = jnp.where(done, reset_frames, shift(obs))
+        info = {**info, "final_observation": self._stacked(final_frames)}
+        return (self._stacked(frames), FrameStackState(env_state, frames), reward, terminated,
+                truncated, info)
