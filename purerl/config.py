@@ -77,6 +77,9 @@ class NetworkConfig:
     hidden_sizes: List[int] = field(default_factory=lambda: [64, 64])
     activation: str = "tanh"
     shared: bool = False  # true: one trunk with policy and value heads; false: two towers
+    conv_channels: List[int] = field(default_factory=list)  # non-empty: a CNN torso (images)
+    conv_kernel: int = 3
+    conv_stride: int = 1
 
 
 @dataclass
@@ -170,6 +173,10 @@ def validate(config: Config, num_devices: int = 1) -> Config:
     net = config.network
     if not net.hidden_sizes or any(size <= 0 for size in net.hidden_sizes):
         raise ConfigError(f"network.hidden_sizes={list(net.hidden_sizes)} must be positive sizes")
+    if any(c <= 0 for c in net.conv_channels):
+        raise ConfigError(f"network.conv_channels={list(net.conv_channels)} must be positive")
+    _positive("network.conv_kernel", net.conv_kernel)
+    _positive("network.conv_stride", net.conv_stride)
     if net.activation not in ACTIVATIONS:
         raise ConfigError(
             f"network.activation={net.activation!r} is not one of {', '.join(ACTIVATIONS)}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, Sequence, Tuple
 
 import flax.linen as nn
@@ -41,6 +42,41 @@ class MLP(nn.Module):
         return x
 
 
+def image_patches(x: jax.Array, kernel_size: int, strides: int) -> jax.Array:
+    """SAME-padded k x k patches: `[N, H, W, C] -> [N, ceil(H / s), ceil(W / s), k * k * C]`.
+
+    Built from shifted slices, so a convolution becomes one matmul; XLA:CPU runs that far
+    faster than its convolution kernels (and their gradients) on these small images.
+    """
+    _, height, width, _ = x.shape
+    out_h, out_w = -(-height // strides), -(-width // strides)
+    pad_h = max((out_h - 1) * strides + kernel_size - height, 0)
+    pad_w = max((out_w - 1) * strides + kernel_size - width, 0)
+    x = jnp.pad(x, ((0, 0), (pad_h // 2, pad_h - pad_h // 2), (pad_w // 2, pad_w - pad_w // 2),
+                    (0, 0)))
+    return jnp.concatenate(
+        [x[:, i:i + (out_h - 1) * strides + 1:strides, j:j + (out_w - 1) * strides + 1:strides]
+         for i in range(kernel_size) for j in range(kernel_size)], axis=-1)
+
+
+class CNN(nn.Module):
+    """SAME-padded convolutions (as patch matmuls, orthogonal init), then an MLP:
+    `[N, H, W, C] -> [N, F]`."""
+
+    channels: Sequence[int]
+    kernel_size: int
+    strides: int
+    hidden_sizes: Sequence[int]
+    activation: str = "relu"
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        act = ACTIVATION_FNS[self.activation]
+        for features in self.channels:
+            x = act(_dense(features, np.sqrt(2.0))(image_patches(x, self.kernel_size, self.strides)))
+        return MLP(self.hidden_sizes, self.activation)(x.reshape(x.shape[0], -1))
+
+
 class ActorCritic(nn.Module):
     """Maps observations `[B, *obs_shape]` to (policy output, value `[B]`).
 
@@ -55,29 +91,44 @@ class ActorCritic(nn.Module):
     activation: str = "tanh"
     shared: bool = False
     gaussian: bool = False
+    conv_channels: Sequence[int] = ()  # non-empty: a CNN torso over `[H, W, C]` observations
+    conv_kernel: int = 3
+    conv_stride: int = 1
+
+    def _torso(self) -> nn.Module:
+        if self.conv_channels:
+            return CNN(self.conv_channels, self.conv_kernel, self.conv_stride, self.hidden_sizes,
+                       self.activation)
+        return MLP(self.hidden_sizes, self.activation)
 
     def setup(self):
-        self.policy_torso = MLP(self.hidden_sizes, self.activation)
+        self.policy_torso = self._torso()
         if not self.shared:
-            self.value_torso = MLP(self.hidden_sizes, self.activation)
+            self.value_torso = self._torso()
         self.policy_head = _dense(self.num_outputs, 0.01)
         self.value_head = _dense(1, 1.0)
         if self.gaussian:
             self.log_std = self.param("log_std", nn.initializers.zeros, (self.num_outputs,))
 
     def _flat(self, obs: jax.Array, batch_ndim: int) -> jax.Array:
-        return obs.reshape(obs.shape[:batch_ndim] + (-1,)).astype(jnp.float32)
+        """`[*batch, *obs_shape]` -> `[N, D]` (MLP) or `[N, H, W, C]` (CNN; `[H, W]` gains C=1)."""
+        batch, obs_shape = obs.shape[:batch_ndim], obs.shape[batch_ndim:]
+        if not self.conv_channels:
+            return obs.reshape(math.prod(batch), -1).astype(jnp.float32)
+        image = obs_shape if len(obs_shape) == 3 else (*obs_shape, 1)
+        return obs.reshape(math.prod(batch), *image).astype(jnp.float32)
 
     def __call__(self, obs: jax.Array, batch_ndim: int = 1) -> Tuple[Any, jax.Array]:
+        batch = obs.shape[:batch_ndim]
         x = self._flat(obs, batch_ndim)
         policy_features = self.policy_torso(x)
         value_features = policy_features if self.shared else self.value_torso(x)
-        head = self.policy_head(policy_features)
+        head = self.policy_head(policy_features).reshape(*batch, -1)
         policy = (head, jnp.broadcast_to(self.log_std, head.shape)) if self.gaussian else head
-        return policy, self.value_head(value_features)[..., 0]
+        return policy, self.value_head(value_features).reshape(batch)
 
     def value(self, obs: jax.Array, batch_ndim: int = 1) -> jax.Array:
         """The critic alone: `[*batch, *obs_shape] -> [*batch]`."""
         x = self._flat(obs, batch_ndim)
         features = self.policy_torso(x) if self.shared else self.value_torso(x)
-        return self.value_head(features)[..., 0]
+        return self.value_head(features).reshape(obs.shape[:batch_ndim])

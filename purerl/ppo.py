@@ -116,7 +116,9 @@ def make_network(config: Config, spec: ActionSpec) -> ActorCritic:
     net = config.network
     return ActorCritic(num_outputs=spec.num_outputs, hidden_sizes=tuple(net.hidden_sizes),
                        activation=net.activation, shared=net.shared,
-                       gaussian=spec.kind == "gaussian")
+                       gaussian=spec.kind == "gaussian",
+                       conv_channels=tuple(net.conv_channels), conv_kernel=net.conv_kernel,
+                       conv_stride=net.conv_stride)
 
 
 def make_ppo(
@@ -131,7 +133,7 @@ def make_ppo(
     batch_size = num_envs * num_steps
     minibatch_size = batch_size // num_minibatches
     early_stop = ppo.target_kl is not None
-    spec = check_env(env, env_params, config.env)
+    spec = check_env(env, env_params, config)
     env = wrap_env(env, config.env)
     policy = ActionDistribution(spec)
     network = make_network(config, spec)

@@ -159,7 +159,7 @@ def preflight(argv: List[str]) -> None:
             except (HydraException, OmegaConfBaseException) as error:
                 raise ConfigError(_explain(error)) from None
             config = load_config(cfg, jax.local_device_count())
-            check_env(*make_env(config.env), config.env)
+            check_env(*make_env(config.env), config)
 
 
 def _fail(error: ConfigError) -> None:

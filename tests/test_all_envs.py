@@ -19,3 +19,14 @@ def test_env_trains_two_updates(make_config, env_name):
     for name, value in metrics._asdict().items():
         assert np.isfinite(np.asarray(value)).all(), name
     assert all(np.isfinite(np.asarray(leaf)).all() for leaf in jax.tree.leaves(state.params))
+
+
+@pytest.mark.parametrize("env_name", ["Breakout-MinAtar", "Catch-bsuite"])
+def test_cnn_torso_trains_on_images(make_config, env_name):
+    config = make_config(**{"env.name": env_name, "total_timesteps": 128, "ppo.num_epochs": 1,
+                            "network.hidden_sizes": [16], "network.conv_channels": [4],
+                            "network.activation": "relu"})
+    state, metrics = jax.jit(make_train(config))(jax.random.key(0))
+    assert np.isfinite(np.asarray(metrics.policy_loss)).all()
+    conv = state.params["params"]["policy_torso"]["Dense_0"]["kernel"]
+    assert conv.shape[-2:] == (9 * {"Breakout-MinAtar": 4, "Catch-bsuite": 1}[env_name], 4)

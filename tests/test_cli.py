@@ -36,6 +36,7 @@ VALIDATION_CASES = [
     (["+env=gymnax", "env.name=custom_envs:DictActions"], "action space Dict.* is not supported"),
     (["+env=gymnax", "env.name=custom_envs:UnboundedBox"], "has infinite bounds"),
     (["-m", "+env=cartpole", "ppo.lr=1e-3,-1"], "ppo.lr=-1.0 must be > 0"),
+    (["+env=cartpole", "network=cnn"], r"needs image observations .* gives shape \(4,\)"),
     (["+env=cartpole", "env.params.max_step=9"], r"CartPole-v1 params have no field 'max_step'"),
 ]
 

@@ -13,7 +13,7 @@ from gymnax.environments.environment import Environment
 
 from gymnax.environments import spaces
 
-from purerl.config import ConfigError, EnvConfig
+from purerl.config import Config, ConfigError, EnvConfig
 from purerl.envs.wrappers import EpisodeStats, EpisodeStatsState, FrameStack
 from purerl.spaces import ActionSpec, UnsupportedSpaceError, analyze_action_space
 
@@ -27,17 +27,23 @@ def wrap_env(env, config: EnvConfig):
     return EpisodeStats(env)
 
 
-def check_env(env, env_params, config: EnvConfig) -> ActionSpec:
+def check_env(env, env_params, config: Config) -> ActionSpec:
     """The env's ActionSpec, after checking that the trainer can handle its spaces."""
+    name = config.env.name
     obs_space = env.observation_space(env_params)
     if isinstance(obs_space, (spaces.Dict, spaces.Tuple)):
         raise ConfigError(
-            f"env.name={config.name!r}: observation space {obs_space!r} is not supported; "
+            f"env.name={name!r}: observation space {obs_space!r} is not supported; "
             "flatten it into one array in a wrapper")
+    if config.network.conv_channels and len(obs_space.shape) not in (2, 3):
+        raise ConfigError(
+            f"network.conv_channels={list(config.network.conv_channels)} (network=cnn) needs "
+            f"image observations [H, W] or [H, W, C]; env.name={name!r} gives shape "
+            f"{tuple(obs_space.shape)}")
     try:
         return analyze_action_space(env.action_space(env_params))
     except UnsupportedSpaceError as error:
-        raise ConfigError(f"env.name={config.name!r}: {error}") from None
+        raise ConfigError(f"env.name={name!r}: {error}") from None
 
 
 def make_env(config: EnvConfig):

@@ -1,0 +1,35 @@
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from purerl.networks import ActorCritic, image_patches
+
+
+@pytest.mark.parametrize("shape, kernel, stride", [((2, 10, 10, 3), 3, 1), ((1, 7, 5, 2), 3, 2),
+                                                   ((1, 6, 6, 1), 4, 2)])
+def test_patch_matmul_equals_a_same_convolution(shape, kernel, stride):
+    x = jax.random.normal(jax.random.key(0), shape)
+    w = jax.random.normal(jax.random.key(1), (kernel, kernel, shape[-1], 4))
+    expected = jax.lax.conv_general_dilated(x, w, (stride, stride), "SAME",
+                                            dimension_numbers=("NHWC", "HWIO", "NHWC"))
+    got = image_patches(x, kernel, stride) @ w.reshape(-1, 4)
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("obs_shape", [(10, 10, 4), (10, 5)])
+def test_cnn_actor_critic_shapes(obs_shape):
+    net = ActorCritic(num_outputs=3, hidden_sizes=(32,), activation="relu", conv_channels=(8,))
+    params = net.init(jax.random.key(0), jnp.zeros((1, *obs_shape)))
+    logits, value = net.apply(params, jnp.ones((6, *obs_shape)))
+    assert logits.shape == (6, 3) and value.shape == (6,)
+    values = net.apply(params, jnp.ones((2, 3, *obs_shape)), 2, method=ActorCritic.value)
+    assert values.shape == (2, 3)
+
+
+def test_shared_trunk_has_one_torso():
+    shared = ActorCritic(num_outputs=2, shared=True)
+    towers = ActorCritic(num_outputs=2, shared=False)
+    obs = jnp.zeros((1, 4))
+    assert "value_torso" not in shared.init(jax.random.key(0), obs)["params"]
+    assert "value_torso" in towers.init(jax.random.key(0), obs)["params"]
