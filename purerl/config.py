@@ -80,6 +80,8 @@ class NetworkConfig:
     conv_channels: List[int] = field(default_factory=list)  # non-empty: a CNN torso (images)
     conv_kernel: int = 3
     conv_stride: int = 1
+    vocab_size: int = 0  # > 0: quantize each observation dimension into this many tokens
+    embed_dim: int = 16  # width of each token's embedding
 
 
 @dataclass
@@ -176,6 +178,11 @@ def validate(config: Config, num_devices: int = 1) -> Config:
     if any(c <= 0 for c in net.conv_channels):
         raise ConfigError(f"network.conv_channels={list(net.conv_channels)} must be positive")
     _positive("network.conv_kernel", net.conv_kernel)
+    _positive("network.embed_dim", net.embed_dim)
+    if net.vocab_size < 0 or net.vocab_size == 1:
+        raise ConfigError(f"network.vocab_size={net.vocab_size} must be 0 (off) or >= 2")
+    if net.vocab_size and net.conv_channels:
+        raise ConfigError("network.vocab_size and network.conv_channels cannot both be set")
     _positive("network.conv_stride", net.conv_stride)
     if net.activation not in ACTIVATIONS:
         raise ConfigError(

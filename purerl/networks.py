@@ -77,6 +77,36 @@ class CNN(nn.Module):
         return MLP(self.hidden_sizes, self.activation)(x.reshape(x.shape[0], -1))
 
 
+UNBOUNDED = 1e30  # an observation bound at least this large counts as infinite
+
+
+class Tokenizer(nn.Module):
+    """The serialized representation (trax's `policy_and_value_vocab_size`): each observation
+    dimension is quantized into `vocab_size` tokens and embedded. `[N, D] -> [N, D * embed_dim]`.
+
+    Bounded dimensions are scaled by their bounds; unbounded ones are squashed with tanh first.
+    """
+
+    low: Sequence[float]  # [D] observation bounds, flattened
+    high: Sequence[float]
+    vocab_size: int
+    embed_dim: int
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        low, high = np.asarray(self.low, np.float64), np.asarray(self.high, np.float64)
+        bounded = (np.abs(low) < UNBOUNDED) & (np.abs(high) < UNBOUNDED) & (high > low)
+        scale = np.where(bounded, high - low, 1.0)
+        unit = jnp.where(bounded, (x - np.where(bounded, low, 0.0)) / scale,
+                         0.5 * (jnp.tanh(x) + 1.0))
+        tokens = jnp.clip(jnp.floor(unit * self.vocab_size), 0, self.vocab_size - 1)
+        # One-hot times the table rather than a gather: its gradient is a matmul, not a scatter.
+        one_hot = jax.nn.one_hot(tokens.astype(jnp.int32), self.vocab_size)  # [N, D, V]
+        table = self.param("embedding", nn.initializers.normal(1.0),
+                           (len(self.low), self.vocab_size, self.embed_dim))
+        return jnp.einsum("ndv,dve->nde", one_hot, table).reshape(x.shape[0], -1)
+
+
 class ActorCritic(nn.Module):
     """Maps observations `[B, *obs_shape]` to (policy output, value `[B]`).
 
@@ -94,12 +124,20 @@ class ActorCritic(nn.Module):
     conv_channels: Sequence[int] = ()  # non-empty: a CNN torso over `[H, W, C]` observations
     conv_kernel: int = 3
     conv_stride: int = 1
+    vocab_size: int = 0  # > 0: the serialized representation (needs obs_low / obs_high)
+    embed_dim: int = 16
+    obs_low: Sequence[float] = ()
+    obs_high: Sequence[float] = ()
 
     def _torso(self) -> nn.Module:
         if self.conv_channels:
             return CNN(self.conv_channels, self.conv_kernel, self.conv_stride, self.hidden_sizes,
                        self.activation)
-        return MLP(self.hidden_sizes, self.activation)
+        mlp = MLP(self.hidden_sizes, self.activation)
+        if self.vocab_size:
+            return nn.Sequential([Tokenizer(self.obs_low, self.obs_high, self.vocab_size,
+                                            self.embed_dim), mlp])
+        return mlp
 
     def setup(self):
         self.policy_torso = self._torso()

@@ -11,6 +11,7 @@ import functools
 from typing import Any, Callable, NamedTuple, Optional, Tuple
 
 import jax
+import numpy as np
 import jax.numpy as jnp
 import optax
 from jax.flatten_util import ravel_pytree
@@ -112,13 +113,20 @@ def convert_key(key: jax.Array, impl: str) -> jax.Array:
     return jax.random.wrap_key_data(jax.random.bits(key, (num_words,), jnp.uint32), impl=impl)
 
 
-def make_network(config: Config, spec: ActionSpec) -> ActorCritic:
+def make_network(config: Config, spec: ActionSpec, obs_space) -> ActorCritic:
     net = config.network
+    bounds = {}
+    if net.vocab_size:
+        bounds = {key: tuple(np.broadcast_to(np.asarray(getattr(obs_space, key), np.float64),
+                                             obs_space.shape).ravel().tolist())
+                  for key in ("low", "high")}
     return ActorCritic(num_outputs=spec.num_outputs, hidden_sizes=tuple(net.hidden_sizes),
                        activation=net.activation, shared=net.shared,
                        gaussian=spec.kind == "gaussian",
                        conv_channels=tuple(net.conv_channels), conv_kernel=net.conv_kernel,
-                       conv_stride=net.conv_stride)
+                       conv_stride=net.conv_stride, vocab_size=net.vocab_size,
+                       embed_dim=net.embed_dim, obs_low=bounds.get("low", ()),
+                       obs_high=bounds.get("high", ()))
 
 
 def make_ppo(
@@ -136,8 +144,9 @@ def make_ppo(
     spec = check_env(env, env_params, config)
     env = wrap_env(env, config.env)
     policy = ActionDistribution(spec)
-    network = make_network(config, spec)
-    obs_shape = env.observation_space(env_params).shape
+    obs_space = env.observation_space(env_params)
+    obs_shape = obs_space.shape
+    network = make_network(config, spec, obs_space)
     reset_envs = jax.vmap(env.reset, in_axes=(0, None))
     step_envs = jax.vmap(env.step, in_axes=(0, 0, 0, None))
 

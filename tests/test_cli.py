@@ -101,6 +101,12 @@ def test_cartpole_default_preset_learns(cli, tmp_path):
     assert summary["final_return"] >= 475, summary
 
 
+def test_serialized_network_learns_cartpole(cli, tmp_path):
+    result = cli("+env=cartpole", "network=serialized", "ppo.lr=1e-3", f"hydra.run.dir={tmp_path}")
+    assert result.returncode == 0, result.stderr
+    assert json.loads((tmp_path / "summary.json").read_text())["final_return"] >= 475
+
+
 def test_two_devices_run_and_learn(cli, tmp_path):
     result = cli("+env=cartpole", f"hydra.run.dir={tmp_path}",
                  env={"XLA_FLAGS": "--xla_force_host_platform_device_count=2"})

@@ -33,3 +33,16 @@ def test_shared_trunk_has_one_torso():
     obs = jnp.zeros((1, 4))
     assert "value_torso" not in shared.init(jax.random.key(0), obs)["params"]
     assert "value_torso" in towers.init(jax.random.key(0), obs)["params"]
+
+
+def test_tokenizer_quantizes_with_bounds_and_squashes_unbounded_dims():
+    from purerl.networks import Tokenizer
+
+    tok = Tokenizer(low=(-1.0, -3e38), high=(1.0, 3e38), vocab_size=4, embed_dim=1)
+    params = tok.init(jax.random.key(0), jnp.zeros((1, 2)))
+    table = params["params"]["embedding"][..., 0]  # [D, V]
+    x = jnp.array([[-1.0, -10.0], [-0.2, 0.0], [0.6, 0.3], [1.0, 10.0]])
+    out = tok.apply(params, x)
+    # dim 0 in [-1, 1]: tokens 0, 1, 3, 3 (clipped); dim 1 via (tanh + 1) / 2: 0, 2, 2, 3
+    np.testing.assert_allclose(out[:, 0], table[0, jnp.array([0, 1, 3, 3])])
+    np.testing.assert_allclose(out[:, 1], table[1, jnp.array([0, 2, 2, 3])])
