@@ -3,7 +3,6 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
 from gymnax.environments import spaces
 
 from purerl.distributions import (ActionDistribution, categorical_entropy,

@@ -9,9 +9,8 @@ import inspect
 from urllib.error import URLError
 
 import gymnax
-from gymnax.environments.environment import Environment
-
 from gymnax.environments import spaces
+from gymnax.environments.environment import Environment
 
 from purerl.config import Config, ConfigError, EnvConfig
 from purerl.envs.wrappers import EpisodeStats, EpisodeStatsState, FrameStack

@@ -7,6 +7,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 from flax import struct
+from gymnax.environments import spaces
 
 
 @struct.dataclass
@@ -79,8 +80,6 @@ class FrameStack:
         return jnp.concatenate([frames[i] for i in range(self.num_frames)], axis=-1)
 
     def observation_space(self, params):
-        from gymnax.environments import spaces
-
         inner = self.env.observation_space(params)
         shape = tuple(inner.shape)
         low, high = (0, inner.n - 1) if isinstance(inner, spaces.Discrete) else (inner.low, inner.high)
