@@ -178,12 +178,12 @@ def validate(config: Config, num_devices: int = 1) -> Config:
     if any(c <= 0 for c in net.conv_channels):
         raise ConfigError(f"network.conv_channels={list(net.conv_channels)} must be positive")
     _positive("network.conv_kernel", net.conv_kernel)
+    _positive("network.conv_stride", net.conv_stride)
     _positive("network.embed_dim", net.embed_dim)
     if net.vocab_size < 0 or net.vocab_size == 1:
         raise ConfigError(f"network.vocab_size={net.vocab_size} must be 0 (off) or >= 2")
     if net.vocab_size and net.conv_channels:
         raise ConfigError("network.vocab_size and network.conv_channels cannot both be set")
-    _positive("network.conv_stride", net.conv_stride)
     if net.activation not in ACTIVATIONS:
         raise ConfigError(
             f"network.activation={net.activation!r} is not one of {', '.join(ACTIVATIONS)}"

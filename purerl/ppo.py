@@ -11,8 +11,8 @@ import functools
 from typing import Any, Callable, NamedTuple, Optional, Tuple
 
 import jax
-import numpy as np
 import jax.numpy as jnp
+import numpy as np
 import optax
 from jax.flatten_util import ravel_pytree
 from jax.sharding import PartitionSpec as P

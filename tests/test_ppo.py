@@ -90,6 +90,13 @@ def test_num_seeds_in_one_program(make_config):
     assert train._cache_size() == 1
 
 
+def _mean_return_of_last_updates(metrics, num_updates: int) -> float:
+    """Mean return of the episodes completed in the last `num_updates` updates, over seeds."""
+    last = slice(-num_updates, None)
+    return (np.asarray(metrics.episode_return_sum)[:, last].sum()
+            / np.asarray(metrics.episode_count)[:, last].sum())
+
+
 LEARNING = {"ppo.num_epochs": 4, "ppo.num_minibatches": 4, "network.hidden_sizes": [64, 64]}
 
 
@@ -99,9 +106,7 @@ def test_multidiscrete_with_unequal_choices_learns(make_config, env_name):
     config = make_config(**{"env.name": env_name, "env.num_envs": 8, "ppo.num_steps": 32,
                             "total_timesteps": 30_720, **LEARNING})
     _, metrics = jax.jit(make_train(config))(jax.random.key(0))
-    last = slice(-10, None)
-    mean_return = (np.asarray(metrics.episode_return_sum)[:, last].sum()
-                   / np.asarray(metrics.episode_count)[:, last].sum())
+    mean_return = _mean_return_of_last_updates(metrics, 10)
     assert mean_return >= 0.9
 
 
@@ -111,7 +116,5 @@ def test_box_gaussian_policy_learns(make_config):
                             "ppo.num_steps": 32, "total_timesteps": 30_720, "ppo.lr": 3e-3,
                             "ppo.ent_coef": 0.0, **LEARNING})
     _, metrics = jax.jit(make_train(config))(jax.random.key(0))
-    last = slice(-10, None)
-    mean_return = (np.asarray(metrics.episode_return_sum)[:, last].sum()
-                   / np.asarray(metrics.episode_count)[:, last].sum())
+    mean_return = _mean_return_of_last_updates(metrics, 10)
     assert mean_return >= -0.3
