@@ -52,6 +52,10 @@ class EnvConfig:
     num_envs: int = 4  # parallel environments per seed, split across devices
     params: Dict[str, Any] = field(default_factory=dict)  # overrides of the env params' fields
     frame_stack: int = 1  # the policy sees the last this many observations
+    normalize_obs: bool = False  # standardize observations by their running mean and variance
+    clip_obs: float = 10.0  # normalized observations are clipped to [-clip_obs, clip_obs]
+    normalize_reward: bool = False  # divide rewards by the running std of the discounted return
+    clip_reward: float = 10.0  # normalized rewards are clipped to [-clip_reward, clip_reward]
 
 
 @dataclass
@@ -132,6 +136,9 @@ def validate(config: Config, num_devices: int = 1) -> Config:
     _positive("log_every", config.log_every)
     _positive("env.num_envs", env.num_envs)
     _positive("env.frame_stack", env.frame_stack)
+    for key in ("clip_obs", "clip_reward"):
+        if not getattr(env, key) > 0:
+            raise ConfigError(f"env.{key}={getattr(env, key)} must be > 0")
     if env.num_envs % num_devices:
         raise ConfigError(
             f"env.num_envs={env.num_envs} is not divisible by the number of devices ({num_devices})"

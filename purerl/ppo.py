@@ -20,6 +20,9 @@ from jax.sharding import PartitionSpec as P
 from purerl.config import Config, validate
 from purerl.distributions import ActionDistribution
 from purerl.envs import check_env, make_env, wrap_env
+from purerl.envs.normalization import (
+    Normalizer, init_normalizer, normalize, scale_rewards, update_running_stats,
+)
 from purerl.gae import compute_gae
 from purerl.losses import LossInfo, normalize_advantages, ppo_loss
 from purerl.networks import ActorCritic
@@ -34,7 +37,8 @@ class RunnerState(NamedTuple):
     params: Any
     opt_state: Any
     env_state: Any  # [B] env states (B = envs on this device)
-    obs: jax.Array  # [B, *obs_shape]
+    obs: jax.Array  # [B, *obs_shape], as the env returned it (before normalization)
+    normalizer: Normalizer  # running observation / return statistics (unused when off)
     key: jax.Array  # typed PRNG key, the same on every device
     update: jax.Array  # int32 [], updates done so far
     hparams: HyperParams  # base (unscheduled) hyperparameters
@@ -43,7 +47,7 @@ class RunnerState(NamedTuple):
 class Transition(NamedTuple):
     """One rollout, time-major: every field is `[T, B, ...]`."""
 
-    obs: jax.Array
+    obs: jax.Array  # as the env returned it (before normalization)
     action: jax.Array
     log_prob: jax.Array
     value: jax.Array
@@ -116,10 +120,13 @@ def convert_key(key: jax.Array, impl: str) -> jax.Array:
 def make_network(config: Config, spec: ActionSpec, obs_space) -> ActorCritic:
     net = config.network
     bounds = {}
-    if net.vocab_size:
-        bounds = {key: tuple(np.broadcast_to(np.asarray(getattr(obs_space, key), np.float64),
+    if net.vocab_size:  # quantized within the bounds of what the network sees
+        clip = config.env.clip_obs
+        limits = ((-clip, clip) if config.env.normalize_obs
+                  else (obs_space.low, obs_space.high))
+        bounds = {key: tuple(np.broadcast_to(np.asarray(limit, np.float64),
                                              obs_space.shape).ravel().tolist())
-                  for key in ("low", "high")}
+                  for key, limit in zip(("low", "high"), limits)}
     return ActorCritic(num_outputs=spec.num_outputs, hidden_sizes=tuple(net.hidden_sizes),
                        activation=net.activation, shared=net.shared,
                        gaussian=spec.kind == "gaussian",
@@ -149,6 +156,11 @@ def make_ppo(
     network = make_network(config, spec, obs_space)
     reset_envs = jax.vmap(env.reset, in_axes=(0, None))
     step_envs = jax.vmap(env.step, in_axes=(0, 0, 0, None))
+    env_config = config.env
+
+    def observe(obs_stats, obs):
+        """The observation as the network sees it (standardized when `env.normalize_obs`)."""
+        return normalize(obs_stats, obs, env_config.clip_obs) if env_config.normalize_obs else obs
 
     def pmean(tree):
         """Mean over devices, as one all-reduce of the whole tree raveled into a vector."""
@@ -170,9 +182,11 @@ def make_ppo(
         opt_state = make_optimizer(hparams.max_grad_norm, hparams.lr).init(params)
         env_keys = jax.random.split(device_key(env_key), num_envs)
         obs, env_state = reset_envs(env_keys, env_params)
-        return RunnerState(params, opt_state, env_state, obs, key, jnp.int32(0), hparams)
+        normalizer = init_normalizer(obs_shape, num_envs)
+        return RunnerState(params, opt_state, env_state, obs, normalizer, key, jnp.int32(0),
+                           hparams)
 
-    def rollout(params, env_state, obs, key) -> Tuple[Any, jax.Array, Transition]:
+    def rollout(params, env_state, obs, obs_stats, key) -> Tuple[Any, jax.Array, Transition]:
         # All of the rollout's randomness is drawn up front, outside the scan: on CPU every
         # random op inside the loop costs a small loop of its own per step.
         action_key, env_key = jax.random.split(key)
@@ -182,7 +196,7 @@ def make_ppo(
         def step(carry, noise):
             env_state, obs = carry
             action_noise, env_keys = noise
-            policy_out, value = network.apply(params, obs)
+            policy_out, value = network.apply(params, observe(obs_stats, obs))
             action = policy.sample(policy_out, action_noise)
             next_obs, env_state, reward, terminated, truncated, info = step_envs(
                 env_keys, env_state, spec.to_env(action), env_params
@@ -255,17 +269,29 @@ def make_ppo(
     def update(state: RunnerState) -> Tuple[RunnerState, Metrics]:
         hp = scheduled_hyperparams(config, state.hparams, state.update)
         key, rollout_key, shuffle_key = jax.random.split(state.key, 3)
-        env_state, obs, tr = rollout(state.params, state.env_state, state.obs,
+        # One rollout and its learning phase see the statistics from before the rollout;
+        # they are updated with its observations / returns afterwards.
+        normalizer = state.normalizer
+        env_state, obs, tr = rollout(state.params, state.env_state, state.obs, normalizer.obs,
                                      device_key(rollout_key))
-        next_values = network.apply(state.params, tr.final_obs, 2, method=ActorCritic.value)
+        next_values = network.apply(state.params, observe(normalizer.obs, tr.final_obs), 2,
+                                    method=ActorCritic.value)
+        rewards = tr.reward
+        if env_config.normalize_reward:
+            normalizer, rewards = scale_rewards(normalizer, rewards, tr.episode_done, hp.gamma,
+                                                env_config.clip_reward, axis_name)
         advantages, returns = compute_gae(
-            tr.reward, tr.value, next_values, tr.terminated, tr.truncated,
+            rewards, tr.value, next_values, tr.terminated, tr.truncated,
             gamma=hp.gamma, gae_lambda=hp.gae_lambda,
         )
         flat = lambda x: x.reshape((batch_size,) + x.shape[2:])  # noqa: E731
         learner_batch = jax.tree.map(
-            flat, (tr.obs, tr.action, tr.log_prob, tr.value, advantages, returns)
+            flat, (observe(normalizer.obs, tr.obs), tr.action, tr.log_prob, tr.value,
+                   advantages, returns)
         )
+        if env_config.normalize_obs:
+            normalizer = normalizer._replace(
+                obs=update_running_stats(normalizer.obs, flat(tr.obs), axis_name))
         learned = learn(state.params, state.opt_state, learner_batch, device_key(shuffle_key), hp)
         info = jax.tree.map(lambda x: x / jnp.maximum(learned.computed, 1), learned.info_sum)
 
@@ -286,8 +312,8 @@ def make_ppo(
             ent_coef=hp.ent_coef, clip_eps=hp.clip_eps, vf_coef=hp.vf_coef, gamma=hp.gamma,
             gae_lambda=hp.gae_lambda,
         )
-        new_state = RunnerState(learned.params, learned.opt_state, env_state, obs, key,
-                                state.update + 1, state.hparams)
+        new_state = RunnerState(learned.params, learned.opt_state, env_state, obs, normalizer,
+                                key, state.update + 1, state.hparams)
         return new_state, metrics
 
     return PPO(init=init, update=update)
@@ -343,8 +369,9 @@ def make_program(config: Config, chunk: Optional[int] = None) -> Program:
 
     mesh = make_mesh(num_devices)
     replicated, env_sharded = P(), P(None, DEVICE_AXIS)  # env leaves are [S, B, ...]
+    normalizer_spec = Normalizer(obs=replicated, ret=replicated, returns=env_sharded)
     state_spec = RunnerState(params=replicated, opt_state=replicated, env_state=env_sharded,
-                             obs=env_sharded, key=replicated, update=replicated,
+                             obs=env_sharded, normalizer=normalizer_spec, key=replicated, update=replicated,
                              hparams=replicated)
     shard = functools.partial(shard_over_devices, mesh=mesh)
     init = shard(map_seeds(ppo.init, num_seeds), in_specs=(replicated, replicated), out_specs=state_spec)

@@ -144,3 +144,37 @@ class DictActions(Reach):
 class UnboundedBox(Reach):
     def action_space(self, params=None):
         return spaces.Box(-jnp.inf, jnp.inf, (2,), jnp.float32)
+
+
+@struct.dataclass
+class NoisyObsState(environment.EnvState):
+    time: int
+
+
+class NoisyObs(environment.Environment):
+    """Observations drawn i.i.d. from N(OBS_MEAN, OBS_STD^2) at every step and reset; reward 1
+    per step whatever the action; every episode is truncated after `max_steps_in_episode`."""
+
+    OBS_MEAN = (3.0, -2.0)
+    OBS_STD = (0.5, 4.0)
+
+    @property
+    def default_params(self):
+        return environment.EnvParams(max_steps_in_episode=10)
+
+    def _obs(self, key):
+        noise = jax.random.normal(key, (2,))
+        return jnp.asarray(self.OBS_MEAN) + jnp.asarray(self.OBS_STD) * noise
+
+    def step_env(self, key, state, action, params):
+        state = NoisyObsState(time=state.time + 1)
+        return self._obs(key), state, jnp.float32(1.0), jnp.bool_(False), {}
+
+    def reset_env(self, key, params):
+        return self._obs(key), NoisyObsState(time=0)
+
+    def action_space(self, params=None):
+        return spaces.Discrete(2)
+
+    def observation_space(self, params):
+        return spaces.Box(-jnp.inf, jnp.inf, (2,), jnp.float32)
