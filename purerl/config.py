@@ -89,6 +89,29 @@ class NetworkConfig:
 
 
 @dataclass
+class EvalConfig:
+    every: int = 0  # updates between evaluations; 0 = only at the end of the run
+    num_episodes: int = 16  # episodes per temperature, played in parallel
+    temperatures: List[float] = field(default_factory=lambda: [1.0, 0.0])  # 0.0: the mode
+    max_steps: Optional[int] = None  # steps per episode at most; null: the env's episode limit
+
+
+@dataclass
+class CheckpointConfig:
+    every: int = 0  # updates between checkpoints; 0 = only the final one (always written)
+    keep: int = 3  # newest checkpoints kept
+    best: bool = False  # also keep the checkpoint with the best eval return (first temperature)
+
+
+@dataclass
+class LogConfig:
+    tensorboard: bool = True  # TensorBoard event files in the run directory
+    wandb: bool = False  # Weights & Biases (needs `pip install wandb`)
+    wandb_project: str = "purerl"
+    progress: bool = True  # a console progress bar
+
+
+@dataclass
 class Config:
     seed: int = 0
     num_seeds: int = 1  # independent seeds vmapped inside one compiled program
@@ -101,6 +124,11 @@ class Config:
     env: EnvConfig = field(default_factory=EnvConfig)
     ppo: PPOConfig = field(default_factory=PPOConfig)
     network: NetworkConfig = field(default_factory=NetworkConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    log: LogConfig = field(default_factory=LogConfig)
+    resume: bool = False  # continue the run in this run directory from its newest checkpoint
+    init_from: Optional[str] = None  # a run directory whose final network params start this run
 
     @property
     def batch_size(self) -> int:
@@ -179,6 +207,7 @@ def validate(config: Config, num_devices: int = 1) -> Config:
         )
     for name in SCHEDULED_HYPERPARAMS:
         _validate_schedule(f"ppo.schedule.{name}", config.schedule(name))
+    _validate_eval_and_checkpoint(config)
     net = config.network
     if not net.hidden_sizes or any(size <= 0 for size in net.hidden_sizes):
         raise ConfigError(f"network.hidden_sizes={list(net.hidden_sizes)} must be positive sizes")
@@ -196,6 +225,24 @@ def validate(config: Config, num_devices: int = 1) -> Config:
             f"network.activation={net.activation!r} is not one of {', '.join(ACTIVATIONS)}"
         )
     return config
+
+
+def _validate_eval_and_checkpoint(config: Config) -> None:
+    evaluation, checkpoint = config.eval, config.checkpoint
+    for key, value in (("eval.every", evaluation.every), ("checkpoint.every", checkpoint.every)):
+        if value < 0:
+            raise ConfigError(f"{key}={value} must be >= 0 (0: only at the end)")
+    _positive("eval.num_episodes", evaluation.num_episodes)
+    if evaluation.max_steps is not None:
+        _positive("eval.max_steps", evaluation.max_steps)
+    if not evaluation.temperatures or any(not t >= 0 for t in evaluation.temperatures):
+        raise ConfigError(
+            f"eval.temperatures={list(evaluation.temperatures)} must be a non-empty list of "
+            "values >= 0 (0.0: the greedy action)")
+    _positive("checkpoint.keep", checkpoint.keep)
+    if config.resume and config.init_from:
+        raise ConfigError("resume=true and init_from are exclusive: a resumed run already has "
+                          "its params")
 
 
 def _positive(key: str, value: int) -> None:

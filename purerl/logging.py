@@ -1,11 +1,16 @@
-"""Host-side sinks: `metrics.jsonl` lines, `summary.json`, and console progress lines."""
+"""Host-side sinks: `metrics.jsonl` lines, `summary.json`, console progress lines and bar,
+TensorBoard scalars, and learning-curve plots."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
+import os
+import sys
+import time
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, TextIO, Tuple
 
 import numpy as np
 
@@ -64,6 +69,77 @@ class MetricsLog:
         self._file.close()
 
 
+def keep_metrics_until(run_dir: Path, last_update: int) -> None:
+    """Drops the metrics.jsonl lines after `last_update` (a resumed run rewrites them)."""
+    path = Path(run_dir) / "metrics.jsonl"
+    if not path.exists():
+        return
+    lines = [line for line in path.read_text().splitlines()
+             if line.strip() and json.loads(line)["update"] <= last_update]
+    tmp = path.with_suffix(".jsonl.tmp")
+    tmp.write_text("".join(line + "\n" for line in lines))
+    tmp.replace(path)
+
+
+def eval_key(temperature: float) -> str:
+    """The metric key of the eval return at `temperature`: `eval_return/1.0`."""
+    return f"eval_return/{float(temperature)}"
+
+
+class RunHistory:
+    """What the host keeps of a run: per-seed episode totals of every update `[S, U]` and the
+    eval results, for summary.json, learning_curve.png and resuming (it is saved in the
+    checkpoints' record)."""
+
+    def __init__(self, num_seeds: int):
+        empty = np.zeros((num_seeds, 0))
+        self.return_sum, self.length_sum, self.count = empty, empty, empty
+        self.evals: List[Dict] = []  # {"update", "env_steps", "returns": {"1.0": ...}}
+
+    @property
+    def num_updates(self) -> int:
+        return self.count.shape[1]
+
+    def extend(self, metrics: Metrics) -> None:
+        """Appends host metrics with leaves `[S, K]`."""
+        self.return_sum = np.concatenate([self.return_sum, metrics.episode_return_sum], 1)
+        self.length_sum = np.concatenate([self.length_sum, metrics.episode_length_sum], 1)
+        self.count = np.concatenate([self.count, metrics.episode_count], 1)
+
+    def returns(self) -> np.ndarray:
+        """Mean episode return per seed and update `[S, U]`, NaN where none completed."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(self.count > 0, self.return_sum / self.count, np.nan)
+
+    def final_returns(self) -> List[Optional[float]]:
+        return final_returns(self.return_sum, self.count)
+
+    def best_eval(self) -> Optional[float]:
+        """The best eval return at the first temperature so far."""
+        values = [next(iter(e["returns"].values())) for e in self.evals]
+        return max(values) if values else None
+
+    def eval_points(self) -> Dict[str, List[Tuple[int, float]]]:
+        points: Dict[str, List[Tuple[int, float]]] = {}
+        for e in self.evals:
+            for temperature, value in e["returns"].items():
+                points.setdefault(temperature, []).append((e["env_steps"], value))
+        return points
+
+    def to_record(self) -> Dict:
+        return {"return_sum": self.return_sum.tolist(), "length_sum": self.length_sum.tolist(),
+                "count": self.count.tolist(), "evals": self.evals}
+
+    @classmethod
+    def from_record(cls, record: Dict) -> "RunHistory":
+        history = cls(len(record["count"]))
+        history.return_sum, history.length_sum, history.count = (
+            np.asarray(record[k], np.float64).reshape(len(record["count"]), -1)
+            for k in ("return_sum", "length_sum", "count"))
+        history.evals = list(record["evals"])
+        return history
+
+
 def final_returns(return_sums: np.ndarray, counts: np.ndarray) -> List[Optional[float]]:
     """Per seed, the mean return of the episodes completed in the last 5% of updates (at least
     the last update); `return_sums`, `counts` are `[S, num_updates]`. None where none ended."""
@@ -84,3 +160,176 @@ def progress_line(row: Dict, num_updates: int, sps: float) -> str:
     ret_text = "   n/a" if ret is None else f"{ret:8.1f}"
     return (f"update {row['update']:>{len(str(num_updates))}}/{num_updates} | env steps "
             f"{row['env_steps']:>11,} | return {ret_text} | {sps:>10,.0f} steps/s")
+
+
+def _is_number(value) -> bool:
+    """An int/float (numpy scalars and bools included) that is finite."""
+    return isinstance(value, (int, float, np.integer, np.floating)) and math.isfinite(value)
+
+
+class TensorBoardSink:
+    """Writes `metrics_rows`-style dicts as TensorBoard scalars into `run_dir` itself.
+
+    One scalar per numeric key (tag = the key, e.g. `episode_return`, `eval_return/1.0`) at
+    step = row["env_steps"]; None, non-finite, strings and lists are skipped, and so are
+    `update` and `env_steps`. The file is on disk when `write` returns: tensorboardX's
+    `SummaryWriter` queues events to a background thread that its `flush` does not wait for,
+    so this uses tensorboardX's synchronous `EventsWriter` (the same file format) instead.
+    """
+
+    SKIP_KEYS = ("update", "env_steps")
+    _counter = itertools.count()
+
+    def __init__(self, run_dir: Path):
+        from tensorboardX.event_file_writer import EventsWriter
+
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        # The file name has only a 1 s timestamp and is opened "wb": the suffix keeps a second
+        # sink in the same directory (a resumed run) from truncating the first one's file.
+        suffix = f".{os.getpid()}.{next(self._counter)}"
+        self._writer = EventsWriter(str(self.run_dir / "events"), filename_suffix=suffix)
+
+    def write(self, rows: List[Dict]) -> None:
+        from tensorboardX.proto.event_pb2 import Event
+        from tensorboardX.proto.summary_pb2 import Summary
+
+        for row in rows:
+            values = [Summary.Value(tag=key, simple_value=float(value))
+                      for key, value in row.items()
+                      if key not in self.SKIP_KEYS and _is_number(value)]
+            if values:
+                self._writer.write_event(Event(wall_time=time.time(), step=int(row["env_steps"]),
+                                               summary=Summary(value=values)))
+        self._writer.flush()
+
+    def close(self) -> None:
+        self._writer.close()
+
+
+def plot_learning_curve(path: Path, env_steps: np.ndarray, returns: np.ndarray,
+                        evals: Dict[str, List[Tuple[int, float]]], title: str = "") -> None:
+    """Writes a PNG of episode return against env steps to `path`, atomically.
+
+    `env_steps` is `[U]` (per seed, at the end of each update); `returns` is `[S, U]` (or `[U]`)
+    with NaN where a seed completed no episode in an update. Each seed is a thin translucent line
+    over its finite points, the nanmean over seeds a thick line; `evals` maps a temperature key
+    ("1.0" or "eval_return/1.0") to `(env_steps, return)` pairs drawn as markers. No pyplot: a
+    `Figure` on an Agg canvas, so importing this module touches no global matplotlib state.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    path = Path(path)
+    x = np.asarray(env_steps, dtype=float).reshape(-1)
+    y = np.atleast_2d(np.asarray(returns, dtype=float))
+    num_seeds = y.shape[0]
+
+    fig = Figure(figsize=(7, 4.5), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    finite = np.isfinite(y)
+    if num_seeds > 1:
+        for seed in range(num_seeds):
+            ax.plot(x[finite[seed]], y[seed, finite[seed]], color="C0", linewidth=0.8, alpha=0.3)
+    any_finite = finite.any(axis=0)
+    if any_finite.any():
+        mean = np.where(finite, y, 0.0).sum(axis=0)[any_finite] / finite.sum(axis=0)[any_finite]
+        label = f"mean of {num_seeds} seeds" if num_seeds > 1 else "episode return"
+        ax.plot(x[any_finite], mean, color="C0", linewidth=2.0, label=label)
+    for i, (key, points) in enumerate(evals.items()):
+        pts = [(s, r) for s, r in points if r is not None and _is_number(r)]
+        if pts:
+            steps, values = zip(*pts)
+            ax.plot(steps, values, linestyle="none", marker="o", markersize=5, color=f"C{i + 1}",
+                    label=f"eval T={str(key).rsplit('/', 1)[-1]}")
+    ax.set_xlabel("env steps")
+    ax.set_ylabel("episode return")
+    if title:
+        ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="best")
+    fig.tight_layout()
+
+    tmp = path.with_suffix(".tmp.png")
+    try:
+        fig.savefig(tmp, format="png")
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def _si(x: float) -> str:
+    """12345 -> "12.3k", 1.5e6 -> "1.50M" (three significant digits)."""
+    for unit in ("", "k", "M", "G"):
+        if abs(x) < 999.5:
+            return f"{x:.3g}{unit}" if abs(x) < 1 or unit else f"{x:.0f}"
+        x /= 1000.0
+    return f"{x:.3g}T"
+
+
+class ProgressBar:
+    """A tqdm bar over env steps (per seed) to `file` (stderr), or nothing when not `enabled`.
+
+    `initial` is the resumed position, so the rate and ETA count only the steps of this run.
+    """
+
+    def __init__(self, total_steps: int, enabled: bool = True, initial: int = 0,
+                 file: Optional[TextIO] = None):
+        self._bar = None
+        if enabled:
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=int(total_steps), initial=int(initial), unit="steps",
+                             unit_scale=True, dynamic_ncols=True, mininterval=1.0,
+                             bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}"
+                                        "{postfix}]",
+                             file=sys.stderr if file is None else file)
+
+    @property
+    def position(self) -> Optional[int]:
+        """The bar's current env steps; None when disabled."""
+        return None if self._bar is None else int(self._bar.n)
+
+    def update(self, env_steps: int, sps: float, latest_return: Optional[float]) -> None:
+        """Moves the bar to `env_steps` (absolute) with a postfix of `sps` and the latest return."""
+        if self._bar is None:
+            return
+        ret = "n/a" if latest_return is None else f"{latest_return:.1f}"
+        self._bar.set_postfix_str(f"{_si(sps)} steps/s, return {ret}", refresh=False)
+        self._bar.update(int(env_steps) - self._bar.n)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+
+
+def wandb_missing() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("wandb") is None
+
+
+class WandbSink:
+    """Logs `metrics_rows`-style dicts to Weights & Biases (numbers only, step = env steps)."""
+
+    def __init__(self, config, run_dir: Path):
+        import dataclasses
+
+        import wandb
+
+        self._wandb = wandb
+        self._run = wandb.init(project=config.log.wandb_project, dir=str(run_dir),
+                               config=dataclasses.asdict(config), name=Path(run_dir).name)
+
+    def write(self, rows: List[Dict]) -> None:
+        for row in rows:
+            scalars = {k: v for k, v in row.items() if k not in ("update", "env_steps")
+                       and _is_number(v)}
+            self._run.log({**scalars, "update": row["update"]}, step=int(row["env_steps"]))
+
+    def close(self) -> None:
+        self._run.finish()

@@ -21,7 +21,7 @@ from purerl.config import Config, validate
 from purerl.distributions import ActionDistribution
 from purerl.envs import check_env, make_env, wrap_env
 from purerl.envs.normalization import (
-    Normalizer, init_normalizer, normalize, scale_rewards, update_running_stats,
+    Normalizer, init_normalizer, network_input, scale_rewards, update_running_stats,
 )
 from purerl.gae import compute_gae
 from purerl.losses import LossInfo, normalize_advantages, ppo_loss
@@ -80,6 +80,16 @@ class Metrics(NamedTuple):
     vf_coef: jax.Array
     gamma: jax.Array
     gae_lambda: jax.Array
+    nonfinite: jax.Array  # int32 bit mask, 0 when all is well; see NONFINITE_QUANTITIES
+
+
+# The NaN guard's bits in `Metrics.nonfinite`: which quantity was not finite in an update.
+NONFINITE_QUANTITIES = ("loss", "gradients", "params")
+
+
+def nonfinite_names(mask: int) -> list:
+    """The quantities named by a `Metrics.nonfinite` mask."""
+    return [name for bit, name in enumerate(NONFINITE_QUANTITIES) if mask >> bit & 1]
 
 
 class PPO(NamedTuple):
@@ -94,6 +104,11 @@ class _LearnerCarry(NamedTuple):
     info_sum: LossInfo  # summed over the minibatches whose loss was computed
     computed: jax.Array  # int32 []
     taken: jax.Array  # int32 [], optimizer steps applied
+    nonfinite: jax.Array  # int32 [], NaN-guard bits of the loss and gradients seen
+
+
+def _all_finite(tree) -> jax.Array:
+    return jnp.all(jnp.stack([jnp.isfinite(x).all() for x in jax.tree.leaves(tree)]))
 
 
 def make_optimizer(max_grad_norm, lr) -> optax.GradientTransformation:
@@ -149,7 +164,7 @@ def make_ppo(
     minibatch_size = batch_size // num_minibatches
     early_stop = ppo.target_kl is not None
     spec = check_env(env, env_params, config)
-    env = wrap_env(env, config.env)
+    env = wrap_env(env, config.env, env_params)
     policy = ActionDistribution(spec)
     obs_space = env.observation_space(env_params)
     obs_shape = obs_space.shape
@@ -157,10 +172,7 @@ def make_ppo(
     reset_envs = jax.vmap(env.reset, in_axes=(0, None))
     step_envs = jax.vmap(env.step, in_axes=(0, 0, 0, None))
     env_config = config.env
-
-    def observe(obs_stats, obs):
-        """The observation as the network sees it (standardized when `env.normalize_obs`)."""
-        return normalize(obs_stats, obs, env_config.clip_obs) if env_config.normalize_obs else obs
+    observe = functools.partial(network_input, env_config)
 
     def pmean(tree):
         """Mean over devices, as one all-reduce of the whole tree raveled into a vector."""
@@ -239,6 +251,9 @@ def make_ppo(
         def take_step(carry: _LearnerCarry, minibatch) -> _LearnerCarry:
             (_, info), grads = grad_fn(carry.params, minibatch, hp)
             grads, info = pmean((grads, info))
+            loss_ok = jnp.isfinite(info.policy_loss + info.value_loss + info.entropy)
+            grads_ok = jnp.isfinite(optax.tree.norm(grads))
+            nonfinite = carry.nonfinite | jnp.where(loss_ok, 0, 1) | jnp.where(grads_ok, 0, 2)
             updates, opt_state = optimizer.update(grads, carry.opt_state, carry.params)
             params = optax.apply_updates(carry.params, updates)
             exceeded = info.approx_kl > 1.5 * hp.target_kl
@@ -250,7 +265,7 @@ def make_ppo(
             return _LearnerCarry(
                 params, opt_state, exceeded,
                 jax.tree.map(jnp.add, carry.info_sum, info),
-                carry.computed + 1, carry.taken + jnp.int32(~exceeded),
+                carry.computed + 1, carry.taken + jnp.int32(~exceeded), nonfinite,
             )
 
         def minibatch_step(carry: _LearnerCarry, minibatch):
@@ -262,7 +277,8 @@ def make_ppo(
 
         zero = jnp.float32(0.0)
         carry = _LearnerCarry(params, opt_state, jnp.bool_(False),
-                              LossInfo(zero, zero, zero, zero, zero), jnp.int32(0), jnp.int32(0))
+                              LossInfo(zero, zero, zero, zero, zero), jnp.int32(0), jnp.int32(0),
+                              jnp.int32(0))
         carry, _ = jax.lax.scan(minibatch_step, carry, minibatches)
         return carry
 
@@ -311,6 +327,7 @@ def make_ppo(
             value_mean=value_mean, opt_steps=learned.taken, learning_rate=hp.lr,
             ent_coef=hp.ent_coef, clip_eps=hp.clip_eps, vf_coef=hp.vf_coef, gamma=hp.gamma,
             gae_lambda=hp.gae_lambda,
+            nonfinite=learned.nonfinite | jnp.where(_all_finite(learned.params), 0, 4),
         )
         new_state = RunnerState(learned.params, learned.opt_state, env_state, obs, normalizer,
                                 key, state.update + 1, state.hparams)

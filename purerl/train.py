@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import logging
 import math
+import signal
 import sys
 import time
 from dataclasses import fields, is_dataclass
@@ -28,7 +29,10 @@ from omegaconf.errors import (
 from purerl.config import Config, ConfigError, validate
 
 log = logging.getLogger("purerl")
+logging.getLogger("absl").setLevel(logging.WARNING)  # orbax logs every file it writes
 PROGRESS_LINES = 10  # about this many progress lines per run
+CHUNKS = 50  # about this many chunks per run: the progress bar's refresh
+EVAL_STREAM = 0x5EED  # evaluation draws its keys from this stream of the seed, apart from training
 
 
 def config_dir() -> Path:
@@ -151,6 +155,7 @@ def preflight(argv: List[str]) -> None:
 
     import jax
     from purerl.envs import check_env, make_env
+    from purerl.logging import wandb_missing
 
     with initialize_config_dir(str(config_dir()), version_base="1.3"):
         for variant in _override_variants(job_overrides):
@@ -160,77 +165,240 @@ def preflight(argv: List[str]) -> None:
                 raise ConfigError(_explain(error)) from None
             config = load_config(cfg, jax.local_device_count())
             check_env(*make_env(config.env), config)
+            if config.log.wandb and wandb_missing():
+                raise ConfigError("log.wandb=true but wandb is not installed: pip install wandb, "
+                                  "or leave log.wandb=false")
 
 
-def _fail(error: ConfigError) -> None:
+def _fail(error, code: int = 2) -> None:
     print(f"purerl: error: {error}", file=sys.stderr)
-    sys.exit(2)
+    sys.exit(code)
 
 
 # ---------------------------------------------------------------------------------------------
-# The run: compile, then the jitted update in chunks, logging between chunks.
+# The run: compile, then the jitted update in chunks; between chunks log, evaluate, checkpoint.
+
+
+class _StopRequest:
+    """Ctrl-C asks the run to stop at the next chunk boundary; a second one exits at once."""
+
+    def __init__(self):
+        self.requested = False
+
+    def __enter__(self):
+        self._previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def _handle(self, signum, frame):
+        self.requested = True
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        log.warning("interrupted: stopping after this chunk (Ctrl-C again to exit at once)")
+
+    def __exit__(self, *exc):
+        signal.signal(signal.SIGINT, self._previous)
+
+
+def _due(every: int, done: int, num_updates: int) -> bool:
+    """An event every `every` updates (0: only at the end) falls on update `done`."""
+    return done == num_updates or (every > 0 and done % every == 0)
+
+
+def _next_event(config: Config, done: int) -> int:
+    """The next update after `done` at which the run must stop to evaluate or checkpoint."""
+    events = [config.num_updates]
+    for every in (config.eval.every, config.checkpoint.every):
+        if every > 0:
+            events.append((done // every + 1) * every)
+    return min(events)
+
+
+def _params_from(run_dir: Path, like):
+    """The network params of another run's final checkpoint, shape-checked against `like`
+    (this run's params, leaves `[S, ...]`); raises ConfigError."""
+    import jax
+    import jax.numpy as jnp
+
+    from purerl.checkpoint import final_checkpoint, load_config
+    from purerl.ppo import make_program
+
+    checkpoints, update = final_checkpoint(run_dir)
+    source = load_config(checkpoints.restore_record(update))
+    source_program = make_program(source)
+    abstract = jax.eval_shape(source_program.init, jax.random.key(0))
+    params = checkpoints.restore(update, abstract)[0].params
+    checkpoints.close()
+    num_seeds = jax.tree.leaves(like)[0].shape[0]
+    if source.num_seeds not in (1, num_seeds):
+        raise ConfigError(f"init_from={run_dir}: it has {source.num_seeds} seeds, this run "
+                          f"{num_seeds}; use 1 or {num_seeds}")
+    mine = jax.tree_util.tree_flatten_with_path(like)[0]
+    theirs = dict(jax.tree_util.tree_flatten_with_path(params)[0])
+    for path, leaf in mine:
+        other = theirs.get(path)
+        if other is None or other.shape[1:] != leaf.shape[1:]:
+            got = "missing" if other is None else tuple(other.shape[1:])
+            raise ConfigError(
+                f"init_from={run_dir}: params{jax.tree_util.keystr(path)} has shape {got} "
+                f"there and {tuple(leaf.shape[1:])} here (network and env must match)")
+    return jax.tree.map(lambda p, l: jax.device_put(jnp.broadcast_to(p, l.shape), l.sharding),
+                        params, like)
 
 
 def run(config: Config, run_dir: Path) -> Dict:
-    """Trains `config`, writing metrics.jsonl and summary.json into `run_dir`; returns the summary."""
+    """Trains `config` in `run_dir`: metrics.jsonl, summary.json, checkpoints/, TensorBoard
+    events and learning_curve.png; returns the summary. Exits 1 after a non-finite update and
+    130 after Ctrl-C, keeping what was good."""
     import jax
     import jax.numpy as jnp
 
     from purerl import logging as sinks
-    from purerl.ppo import make_program
+    from purerl.checkpoint import BEST, CHECKPOINTS, Checkpoints, check_resumable, config_record
+    from purerl.envs import make_env
+    from purerl.evaluation import make_evaluator
+    from purerl.ppo import make_program, nonfinite_names
 
-    num_updates = config.num_updates
-    chunk = max(1, math.ceil(num_updates / PROGRESS_LINES))
-    program = make_program(config, chunk=chunk)
+    num_updates, batch_size = config.num_updates, config.batch_size
+    program = make_program(config, chunk=max(1, math.ceil(num_updates / CHUNKS)))
+    checkpoints = Checkpoints(run_dir / CHECKPOINTS, keep=config.checkpoint.keep)
+    resume_from = checkpoints.latest() if config.resume else None
+    if config.resume:
+        if resume_from is None:
+            raise ConfigError(f"resume=true: {run_dir / CHECKPOINTS} has no complete checkpoint "
+                              "(pass the run's directory as hydra.run.dir=...)")
+        check_resumable(checkpoints.restore_record(resume_from)["config"], config, run_dir)
+    key = jax.random.key(config.seed)
+    init_params = None
+    if config.init_from:
+        init_params = _params_from(Path(config.init_from),
+                                   jax.eval_shape(program.init, key).params)
     log.info("%s: %d seed(s) x %d envs on %d device(s), %d updates of %d steps",
              config.env.name, config.num_seeds, config.env.num_envs, program.num_devices,
-             num_updates, config.batch_size)
+             num_updates, batch_size)
 
     start = time.perf_counter()
-    init = jax.jit(program.init).lower(jax.random.key(config.seed)).compile()
-    state = init(jax.random.key(config.seed))
-    run_chunk = jax.jit(program.run, donate_argnums=0).lower(state, jnp.int32(chunk)).compile()
+    state = jax.jit(program.init)(key)
+    run_chunk = jax.jit(program.run, donate_argnums=0).lower(
+        state, jnp.int32(program.chunk)).compile()
+    env, env_params = make_env(config.env)
+    eval_keys = jax.random.split(key, config.num_seeds)
+    evaluate = jax.jit(jax.vmap(make_evaluator(config, env, env_params).evaluate)).lower(
+        state.params, state.normalizer.obs, eval_keys).compile()
     compile_s = time.perf_counter() - start
     log.info("compiled in %.1f s", compile_s)
 
-    metrics_log = sinks.MetricsLog(run_dir)
-    return_sums, counts = [], []
-    train_s, done = 0.0, 0
-    try:
-        while done < num_updates:
-            num = min(chunk, num_updates - done)
-            tick = time.perf_counter()
-            state, metrics = run_chunk(state, jnp.int32(num))
-            metrics = jax.tree.map(lambda x: np.asarray(x)[:, :num], jax.device_get(metrics))
-            train_s += time.perf_counter() - tick
-            rows = sinks.metrics_rows(metrics, done + 1, config.batch_size)
-            done += num
-            return_sums.append(metrics.episode_return_sum)
-            counts.append(metrics.episode_count)
-            metrics_log.write([r for r in rows if r["update"] % config.log_every == 0
-                               or r["update"] == num_updates])
-            sps = done * config.batch_size * config.num_seeds / train_s
-            log.info(sinks.progress_line(rows[-1], num_updates, sps))
-    finally:
-        metrics_log.close()
+    history, done = sinks.RunHistory(config.num_seeds), 0
+    if resume_from is not None:
+        state, saved = checkpoints.restore(resume_from, state)
+        history, done = sinks.RunHistory.from_record(saved["history"]), resume_from
+        sinks.keep_metrics_until(run_dir, done)
+        log.info("resumed from the checkpoint of update %d", done)
+    elif init_params is not None:
+        state = state._replace(params=init_params)
+        log.info("network params from %s", config.init_from)
+    best = Checkpoints(run_dir / CHECKPOINTS / BEST, keep=1) if config.checkpoint.best else None
 
-    per_seed = sinks.final_returns(np.concatenate(return_sums, 1), np.concatenate(counts, 1))
+    def record() -> Dict:
+        return {"config": config_record(config), "update": done,
+                "history": history.to_record()}
+
+    def run_evaluation() -> Dict[str, float]:
+        eval_key = jax.random.fold_in(jax.random.fold_in(key, EVAL_STREAM), done)
+        result = evaluate(state.params, state.normalizer.obs,
+                          jax.random.split(eval_key, config.num_seeds))
+        means = np.asarray(result.episode_return).mean(axis=0)  # over seeds
+        returns = {str(float(t)): float(v) for t, v in zip(config.eval.temperatures, means)}
+        previous_best = history.best_eval()
+        history.evals.append({"update": done, "env_steps": done * batch_size, "returns": returns})
+        if best is not None and (previous_best is None or history.best_eval() > previous_best):
+            best.save(done, state, record())
+        return returns
+
+    writers = [sinks.MetricsLog(run_dir)]
+    if config.log.tensorboard:
+        writers.append(sinks.TensorBoardSink(run_dir))
+    if config.log.wandb:
+        writers.append(sinks.WandbSink(config, run_dir))
+    bar = sinks.ProgressBar(num_updates * batch_size, config.log.progress,
+                            initial=done * batch_size)
+    status, failure, train_s, first_update = "completed", "", 0.0, done
+    line_every = math.ceil(num_updates / PROGRESS_LINES)
+    with _StopRequest() as stop:
+        try:
+            while done < num_updates:
+                num = min(program.chunk, _next_event(config, done) - done)
+                tick = time.perf_counter()
+                state, metrics = run_chunk(state, jnp.int32(num))
+                metrics = jax.tree.map(lambda x: np.asarray(x)[:, :num], jax.device_get(metrics))
+                train_s += time.perf_counter() - tick
+                flags = np.bitwise_or.reduce(metrics.nonfinite, axis=0)  # [num], over seeds
+                good = int(np.argmax(flags != 0)) if flags.any() else num
+                metrics = jax.tree.map(lambda x: x[:, :good], metrics)
+                rows = sinks.metrics_rows(metrics, done + 1, batch_size)
+                history.extend(metrics)
+                done += good
+                if good < num:
+                    status = "nonfinite"
+                    failure = (f"non-finite {', '.join(nonfinite_names(int(flags[good])))} at "
+                               f"update {done + 1}")
+                evaluated = status != "nonfinite" and _due(config.eval.every, done, num_updates)
+                if evaluated:
+                    rows[-1].update({sinks.eval_key(t): v for t, v in run_evaluation().items()})
+                logged = [r for r in rows if r["update"] % config.log_every == 0
+                          or r["update"] == num_updates or (evaluated and r is rows[-1])]
+                for writer in writers:
+                    writer.write(logged)
+                if status == "nonfinite":
+                    break
+                sps = (done - first_update) * batch_size * config.num_seeds / train_s
+                bar.update(done * batch_size, sps, rows[-1]["episode_return"])
+                if done % line_every == 0 or done == num_updates:
+                    log.info(sinks.progress_line(rows[-1], num_updates, sps))
+                if _due(config.checkpoint.every, done, num_updates) or stop.requested:
+                    checkpoints.save(done, state, record())
+                if evaluated:
+                    sinks.plot_learning_curve(
+                        run_dir / "learning_curve.png", np.arange(1, done + 1) * batch_size,
+                        history.returns(), history.eval_points(), title=config.env.name)
+                if stop.requested and done < num_updates:
+                    status = "interrupted"
+                    break
+        finally:
+            bar.close()
+            for writer in writers:
+                writer.close()
+            checkpoints.close()
+            if best is not None:
+                best.close()
+
+    per_seed = history.final_returns()
     finite = [r for r in per_seed if r is not None]
-    env_steps = num_updates * config.batch_size
+    env_steps = done * batch_size
     summary = {
         "env": config.env.name,
+        "status": status,
         "num_seeds": config.num_seeds,
         "devices": program.num_devices,
+        "updates": done,
         "env_steps": env_steps,
         "final_return": float(np.mean(finite)) if finite else None,
         "final_return_per_seed": per_seed,
+        "eval_return": history.evals[-1]["returns"] if history.evals else None,
         "compile_s": round(compile_s, 3),
         "train_s": round(train_s, 3),
-        "sps": round(env_steps * config.num_seeds / train_s, 1),
+        "sps": round((done - first_update) * batch_size * config.num_seeds / max(train_s, 1e-9), 1),
     }
     sinks.write_summary(run_dir, summary)
-    log.info("final return %s | compile %.1f s | train %.1f s | %s steps/s",
-             summary["final_return"], compile_s, train_s, f"{summary['sps']:,.0f}")
+    if status == "nonfinite":
+        kept = checkpoints.latest()
+        _fail(f"{failure}: stopped; metrics.jsonl keeps updates 1-{done}"
+              + (f", checkpoints/{kept} is the last good checkpoint" if kept else ""), code=1)
+    if status == "interrupted":
+        log.warning("stopped at update %d of %d; checkpoint saved: continue with resume=true "
+                    "hydra.run.dir=%s", done, num_updates, run_dir)
+        sys.exit(130)
+    log.info("final return %s | eval %s | compile %.1f s | train %.1f s | %s steps/s",
+             summary["final_return"], summary["eval_return"], compile_s, train_s,
+             f"{summary['sps']:,.0f}")
     return summary
 
 
@@ -243,7 +411,10 @@ def _hydra_main(cfg: DictConfig) -> Optional[float]:
     except ConfigError as error:
         _fail(error)
     run_dir = Path(HydraConfig.get().runtime.output_dir)
-    return run(config, run_dir)["final_return"]
+    try:
+        return run(config, run_dir)["final_return"]
+    except ConfigError as error:
+        _fail(error)
 
 
 def main() -> None:

@@ -17,7 +17,7 @@ SUMMARY_KEYS = {"env", "num_seeds", "devices", "env_steps", "final_return",
                 "final_return_per_seed", "compile_s", "train_s", "sps"}
 
 VALIDATION_CASES = [
-    ([], r"no environment given: pass \+env=<preset> \(presets: acrobot, cartpole, gymnax"),
+    ([], r"no environment given: pass \+env=<preset> \(presets: acrobot, .*cartpole, .*gymnax"),
     (["env=cartpole"], r"pass the preset with a plus: \+env=cartpole"),
     (["+env=cartpol"], r"unknown preset \+env=cartpol: did you mean cartpole\?"),
     (["+env=gymnax", "env.name=CartPole-v0"], "not a gymnax environment id; did you mean CartPole-v1"),

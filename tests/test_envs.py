@@ -104,6 +104,18 @@ def test_frame_stack_of_scalar_observations():
     assert obs.shape == (4,) and env.observation_space(params).shape == (4,)
 
 
+def test_discrete_observations_become_one_hot():
+    from purerl.envs import wrap_env
+
+    env, params = make_env(EnvConfig(name="FrozenLake-misc"))
+    env = wrap_env(env, EnvConfig(name="FrozenLake-misc", frame_stack=2), params)
+    obs, state = env.reset(jax.random.key(0), params)
+    assert env.observation_space(params).shape == (32,)
+    np.testing.assert_array_equal(obs, np.tile(np.eye(16)[0], 2))  # the start cell, twice
+    obs, _, _, _, _, info = env.step(jax.random.key(1), state, jnp.int32(1), params)
+    assert obs.sum() == 2.0 and info["final_observation"].sum() == 2.0
+
+
 def test_dict_observations_are_a_clear_error():
     from gymnax.environments import spaces as gspaces
 

@@ -13,14 +13,19 @@ from gymnax.environments import spaces
 from gymnax.environments.environment import Environment
 
 from purerl.config import Config, ConfigError, EnvConfig
-from purerl.envs.wrappers import EpisodeStats, EpisodeStatsState, FrameStack
+from purerl.envs.wrappers import EpisodeStats, EpisodeStatsState, FrameStack, OneHotObservation
 from purerl.spaces import ActionSpec, UnsupportedSpaceError, analyze_action_space
 
-__all__ = ["make_env", "wrap_env", "check_env", "EpisodeStats", "EpisodeStatsState", "FrameStack"]
+__all__ = ["make_env", "wrap_env", "check_env", "EpisodeStats", "EpisodeStatsState", "FrameStack",
+           "OneHotObservation"]
 
 
-def wrap_env(env, config: EnvConfig):
-    """The env as the trainer steps it: frame history (`frame_stack`), then episode stats."""
+def wrap_env(env, config: EnvConfig, env_params):
+    """The env as the trainer steps it: Discrete observations one-hot, frame history
+    (`frame_stack`), then episode stats."""
+    obs_space = env.observation_space(env_params)
+    if isinstance(obs_space, spaces.Discrete):
+        env = OneHotObservation(env, obs_space.n)
     if config.frame_stack > 1:
         env = FrameStack(env, config.frame_stack)
     return EpisodeStats(env)

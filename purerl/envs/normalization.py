@@ -69,6 +69,12 @@ def normalize(stats: RunningMeanStd, x: jax.Array, clip: float) -> jax.Array:
     return jnp.clip(z, -clip, clip)
 
 
+def network_input(config, obs_stats: RunningMeanStd, obs: jax.Array) -> jax.Array:
+    """The observation as the network sees it: standardized when `config.normalize_obs`
+    (`config` is the `EnvConfig`), else unchanged."""
+    return normalize(obs_stats, obs, config.clip_obs) if config.normalize_obs else obs
+
+
 def discounted_returns(returns: jax.Array, rewards: jax.Array, dones: jax.Array,
                        gamma: jax.Array) -> Tuple[jax.Array, jax.Array]:
     """Each env's running discounted return after every step of a rollout.

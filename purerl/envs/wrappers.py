@@ -105,3 +105,31 @@ class FrameStack:
         info = {**info, "final_observation": self._stacked(final_frames)}
         return (self._stacked(frames), FrameStackState(env_state, frames), reward, terminated,
                 truncated, info)
+
+
+class OneHotObservation:
+    """Turns a `Discrete(n)` observation (an index, such as FrozenLake's cell) into a one-hot
+    float32 vector `[n]`, also in `info["final_observation"]`."""
+
+    def __init__(self, env, num_values: int):
+        self.env = env
+        self.num_values = num_values
+
+    def __getattr__(self, name):
+        return getattr(self.env, name)
+
+    def observation_space(self, params):
+        return spaces.Box(0.0, 1.0, (self.num_values,), jnp.float32)
+
+    def _one_hot(self, obs):
+        return jax.nn.one_hot(obs, self.num_values, dtype=jnp.float32)
+
+    def reset(self, key, params):
+        obs, env_state = self.env.reset(key, params)
+        return self._one_hot(obs), env_state
+
+    def step(self, key, state, action, params):
+        obs, env_state, reward, terminated, truncated, info = self.env.step(
+            key, state, action, params)
+        info = {**info, "final_observation": self._one_hot(info["final_observation"])}
+        return self._one_hot(obs), env_state, reward, terminated, truncated, info

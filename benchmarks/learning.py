@@ -1,0 +1,100 @@
+"""Learning benchmark: every preset at its default budget, through the real command line.
+
+    python benchmarks/learning.py                 # all presets in conf/env/ (but `gymnax`)
+    python benchmarks/learning.py pendulum acrobot
+
+Each preset runs as `python -m purerl.train +env=<preset>` in a run directory under
+`benchmarks/results/learning/runs/` (not kept in git). Its summary and wall time are merged into
+`benchmarks/results/learning.json` (entries of presets not run this time are kept), its learning
+curve is plotted to `benchmarks/results/learning/<preset>.png`, and the table is printed as
+markdown for the README.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+RESULTS = REPO / "benchmarks" / "results"
+TARGETS = {"acrobot": -100.0, "pendulum": -300.0, "breakout-minatar": 10.0}  # issue 3's targets
+
+
+def all_presets() -> list[str]:
+    return sorted(p.stem for p in (REPO / "conf" / "env").glob("*.yaml") if p.stem != "gymnax")
+
+
+def run_preset(preset: str, run_dir: Path) -> dict:
+    """Trains one preset with its defaults; returns its summary plus the wall time."""
+    shutil.rmtree(run_dir, ignore_errors=True)
+    start = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-m", "purerl.train", f"+env={preset}", f"hydra.run.dir={run_dir}"],
+        cwd=REPO, capture_output=True, text=True,
+    )
+    wall_s = time.perf_counter() - start
+    if proc.returncode:
+        raise RuntimeError(f"+env={preset} failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    summary = json.loads((run_dir / "summary.json").read_text())
+    return {**summary, "wall_s": round(wall_s, 1)}
+
+
+def plot_curve(preset: str, run_dir: Path, path: Path) -> None:
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    rows = [r for r in rows if r["episode_return"] is not None]
+    fig, ax = plt.subplots(figsize=(5, 3.2))
+    ax.plot([r["env_steps"] for r in rows], [r["episode_return"] for r in rows], lw=1)
+    if preset in TARGETS:
+        ax.axhline(TARGETS[preset], color="gray", ls="--", lw=0.8, label="target")
+        ax.legend(loc="lower right")
+    ax.set_xlabel("env steps")
+    ax.set_ylabel("episode return")
+    ax.set_title(f"+env={preset}")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def markdown_table(results: dict) -> str:
+    lines = ["| preset | env | final return | target | env steps | wall s | compile s |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+    for preset, r in sorted(results.items()):
+        final = "n/a" if r["final_return"] is None else f"{r['final_return']:.2f}"
+        target = f">= {TARGETS[preset]:g}" if preset in TARGETS else ""
+        lines.append(f"| `{preset}` | {r['env']} | {final} | {target} | {r['env_steps']:,} | "
+                     f"{r['wall_s']:.0f} | {r['compile_s']:.1f} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("presets", nargs="*", help="presets to run (default: all)")
+    args = parser.parse_args()
+    presets = args.presets or all_presets()
+    curves = RESULTS / "learning"
+    curves.mkdir(parents=True, exist_ok=True)
+    results_path = RESULTS / "learning.json"
+    results = json.loads(results_path.read_text()) if results_path.exists() else {}
+    for preset in presets:
+        run_dir = curves / "runs" / preset
+        result = run_preset(preset, run_dir)
+        plot_curve(preset, run_dir, curves / f"{preset}.png")
+        results[preset] = result
+        results_path.write_text(json.dumps(dict(sorted(results.items())), indent=2) + "\n")
+        print(f"{preset}: final return {result['final_return']}, {result['wall_s']} s", flush=True)
+    print(markdown_table(results))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,128 @@
+"""Orbax checkpoints of a whole run: the runner state plus the host's record of the run.
+
+A checkpoint is one orbax step directory `checkpoints/<update>/` with two items: `state`, the
+`RunnerState` (params, optimizer state, env states, normalization statistics, typed PRNG keys,
+update counter), and `record`, JSON: the config, the per-seed episode history and the eval
+results so far. Orbax writes into a temporary directory and renames it only once complete, so a
+process killed while saving leaves the previous checkpoint as the newest usable one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+import jax
+import orbax.checkpoint as ocp
+
+from purerl.config import Config, ConfigError
+
+CHECKPOINTS = "checkpoints"
+BEST = "best"  # checkpoints/best/: the best policy by eval return, when checkpoint.best
+# Settings that cannot change a run's result: a resumed run may change them.
+RESUMABLE_CHANGES = ("log_every", "log", "eval", "checkpoint", "resume", "init_from")
+
+
+class Checkpoints:
+    """The checkpoints in one directory, the newest `keep` of them kept."""
+
+    def __init__(self, directory: Path, keep: Optional[int] = None):
+        self.directory = Path(directory).resolve()
+        options = ocp.CheckpointManagerOptions(max_to_keep=keep, create=True,
+                                               enable_async_checkpointing=False)
+        self._manager = ocp.CheckpointManager(self.directory, options=options)
+
+    def save(self, update: int, state: Any, record: Dict) -> None:
+        """Writes `state` and `record` as the checkpoint of `update` (again, if it exists)."""
+        if update in self._manager.all_steps():
+            self._manager.delete(update)
+        self._manager.save(update, args=ocp.args.Composite(
+            state=ocp.args.StandardSave(state), record=ocp.args.JsonSave(record)))
+        self._manager.wait_until_finished()
+
+    def latest(self) -> Optional[int]:
+        """The update of the newest complete checkpoint, or None."""
+        self._manager.reload()
+        return self._manager.latest_step()
+
+    def restore(self, update: int, like: Any) -> Tuple[Any, Dict]:
+        """(state, record) of `update`; `like` is a state (or its abstract shapes and
+        shardings) with the structure to restore into."""
+        abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, like)
+        restored = self._manager.restore(update, args=ocp.args.Composite(
+            state=ocp.args.StandardRestore(abstract), record=ocp.args.JsonRestore()))
+        return restored["state"], restored["record"]
+
+    def restore_record(self, update: int) -> Dict:
+        return self._manager.restore(update, args=ocp.args.Composite(
+            record=ocp.args.JsonRestore()))["record"]
+
+    def close(self) -> None:
+        self._manager.close()
+
+
+def config_record(config: Config) -> Dict:
+    """The config as saved in a checkpoint's record."""
+    return dataclasses.asdict(config)
+
+
+def _flatten(tree: Any, prefix: str = "") -> Dict[str, Any]:
+    if not isinstance(tree, dict):
+        return {prefix[:-1]: tree}
+    return {k: v for key, value in tree.items()
+            for k, v in _flatten(value, f"{prefix}{key}.").items()}
+
+
+def config_differences(saved: Dict, config: Config, ignore=RESUMABLE_CHANGES) -> List[str]:
+    """`key: saved -> now` for every setting that differs, but those in `ignore`."""
+    old, new = _flatten(saved), _flatten(config_record(config))
+    keys = sorted(k for k in set(old) | set(new) if k.split(".")[0] not in ignore)
+    return [f"{k}={old.get(k)!r} -> {new.get(k)!r}" for k in keys if old.get(k) != new.get(k)]
+
+
+def check_resumable(saved: Dict, config: Config, directory: Path) -> None:
+    """Raises ConfigError when `config` would not continue the run saved with `saved`."""
+    changed = config_differences(saved, config)
+    if changed:
+        more = f" and {len(changed) - 3} more" if len(changed) > 3 else ""
+        shown = ", ".join(changed[:3]) + more
+        raise ConfigError(
+            f"resume=true: {directory} was trained with other settings ({shown}); only "
+            f"{', '.join(RESUMABLE_CHANGES)} may change on resume")
+
+
+def load_config(record: Dict) -> Config:
+    """The `Config` saved in a checkpoint's record."""
+    return _from_dict(Config, record["config"])
+
+
+def _from_dict(cls, values: Dict):
+    kwargs = {}
+    for f in dataclasses.fields(cls):
+        if f.name not in values:
+            continue
+        value = values[f.name]
+        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else None
+        kwargs[f.name] = (_from_dict(type(default), value)
+                          if dataclasses.is_dataclass(default) else value)
+    return cls(**kwargs)
+
+
+def final_checkpoint(run_dir: Path, which: str = "final") -> Tuple[Checkpoints, int]:
+    """The checkpoints and update of a run directory's newest (`final`) or `best` checkpoint;
+    raises ConfigError when there is none."""
+    directory = Path(run_dir) / CHECKPOINTS
+    if which == BEST:
+        directory = directory / BEST
+    elif which != "final":
+        raise ConfigError(f"checkpoint={which!r} must be final or best")
+    if not directory.is_dir():
+        kind = " with checkpoint.best=true" if which == BEST else ""
+        raise ConfigError(f"{run_dir}: no {directory.relative_to(Path(run_dir))}/ directory "
+                          f"(is it a purerl run directory{kind}?)")
+    checkpoints = Checkpoints(directory)
+    update = checkpoints.latest()
+    if update is None:
+        raise ConfigError(f"{directory}: no complete checkpoint")
+    return checkpoints, update

@@ -1,0 +1,158 @@
+"""Command line: `python -m purerl.evaluate run=<run dir> [key=value ...]`.
+
+Loads a run's final (or `checkpoint=best`) checkpoint and its config, plays `episodes` episodes
+per temperature on fresh eval envs, and prints a table. `render=true` also writes an animated
+GIF of one episode at the first temperature, for envs that gymnax can draw.
+
+    run=<dir>            the run directory (required)
+    checkpoint=final     final (the newest checkpoint) or best (checkpoint.best=true runs)
+    episodes=16          episodes per temperature and seed
+    temperatures=[1.0,0.0]  sampling temperatures (0.0: the greedy action); default: the run's
+    max_steps=null       steps per episode at most; null: the run's eval.max_steps
+    seed=0               the evaluation's PRNG seed
+    render=false         write <run>/episode_T<temperature>.gif
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import os
+import sys
+from pathlib import Path
+from typing import Dict, List, Optional
+
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from purerl.config import ConfigError, validate
+
+# Envs gymnax's Visualizer draws.
+NEEDS_PYGAME = ("CartPole-v1", "Acrobot-v1", "Pendulum-v1", "MountainCar-v0",
+                "MountainCarContinuous-v0")  # drawn through gymnasium, which uses pygame
+RENDERABLE = ("CartPole-v1", "Acrobot-v1", "Pendulum-v1", "MountainCar-v0",
+              "MountainCarContinuous-v0", "Catch-bsuite", "Asterix-MinAtar", "Breakout-MinAtar",
+              "Freeway-MinAtar", "Seaquest-MinAtar", "SpaceInvaders-MinAtar", "Pong-misc",
+              "PointRobot-misc", "MetaMaze-misc", "FourRooms-misc")
+
+
+@dataclasses.dataclass
+class EvaluateArgs:
+    run: str = ""
+    checkpoint: str = "final"
+    episodes: int = 16
+    temperatures: Optional[List[float]] = None
+    max_steps: Optional[int] = None
+    seed: int = 0
+    render: bool = False
+
+
+def parse_args(argv: List[str]) -> EvaluateArgs:
+    """`key=value` arguments into `EvaluateArgs`; raises ConfigError."""
+    names = [f.name for f in dataclasses.fields(EvaluateArgs)]
+    for arg in argv:
+        key = arg.split("=", 1)[0]
+        if "=" not in arg or key not in names:
+            raise ConfigError(f"unknown argument {arg!r}: expected key=value with key one of "
+                              f"{', '.join(names)}")
+    try:
+        merged = OmegaConf.merge(OmegaConf.structured(EvaluateArgs), OmegaConf.from_dotlist(argv))
+        args = OmegaConf.to_object(merged)
+    except OmegaConfBaseException as error:
+        reason = str(getattr(error, "msg", error)).splitlines()[0]
+        key = getattr(error, "full_key", None)
+        raise ConfigError(f"{key}: {reason}" if key else reason) from None
+    if not args.run:
+        raise ConfigError("pass run=<run directory>")
+    if not Path(args.run).is_dir():
+        raise ConfigError(f"run={args.run}: no such directory")
+    if args.episodes <= 0:
+        raise ConfigError(f"episodes={args.episodes} must be > 0")
+    return args
+
+
+def evaluate_run(args: EvaluateArgs) -> Dict[str, Dict[str, float]]:
+    """Plays the episodes; returns {temperature: {"return", "return_std", "length"}}, means
+    over all seeds' episodes (`return_std` over the seeds' means)."""
+    import jax
+    import numpy as np
+
+    from purerl.checkpoint import final_checkpoint, load_config
+    from purerl.envs import make_env
+    from purerl.evaluation import make_evaluator
+    from purerl.ppo import make_program
+
+    checkpoints, update = final_checkpoint(Path(args.run), args.checkpoint)
+    config = load_config(checkpoints.restore_record(update))
+    evaluation = dataclasses.replace(
+        config.eval, num_episodes=args.episodes,
+        temperatures=list(args.temperatures or config.eval.temperatures),
+        max_steps=args.max_steps if args.max_steps is not None else config.eval.max_steps)
+    config = dataclasses.replace(config, eval=evaluation)
+    validate(config, jax.local_device_count())
+    if args.render and config.env.name not in RENDERABLE:
+        raise ConfigError(f"render=true: gymnax cannot draw {config.env.name} "
+                          f"(it draws {', '.join(RENDERABLE)})")
+    pygame_missing = importlib.util.find_spec("pygame") is None
+    if args.render and config.env.name in NEEDS_PYGAME and pygame_missing:
+        raise ConfigError(f"render=true: drawing {config.env.name} needs pygame: "
+                          "pip install 'purerl[render]'")
+
+    program = make_program(config)
+    key = jax.random.key(config.seed)
+    state, _ = checkpoints.restore(update, jax.eval_shape(program.init, key))
+    checkpoints.close()
+    env, env_params = make_env(config.env)
+    evaluator = make_evaluator(config, env, env_params)
+    eval_key = jax.random.key(args.seed)
+    result = jax.jit(jax.vmap(evaluator.evaluate))(
+        state.params, state.normalizer.obs, jax.random.split(eval_key, config.num_seeds))
+    returns, lengths = np.asarray(result.episode_return), np.asarray(result.episode_length)
+    table = {str(float(t)): {"return": float(returns[:, i].mean()),
+                             "return_std": float(returns[:, i].std()),
+                             "length": float(lengths[:, i].mean())}
+             for i, t in enumerate(config.eval.temperatures)}
+    print(f"{config.env.name}, checkpoint of update {update} ({args.checkpoint}), "
+          f"{config.num_seeds} seed(s) x {args.episodes} episodes")
+    print(f"{'temperature':>11} | {'return':>10} | {'std (seeds)':>11} | {'length':>8}")
+    for t, row in table.items():
+        print(f"{t:>11} | {row['return']:>10.2f} | {row['return_std']:>11.2f} | "
+              f"{row['length']:>8.1f}")
+    if args.render:
+        path = Path(args.run) / f"episode_T{config.eval.temperatures[0]}.gif"
+        params, obs_stats = jax.tree.map(lambda x: x[0], (state.params, state.normalizer.obs))
+        episode = jax.jit(evaluator.record)(params, obs_stats, jax.random.fold_in(eval_key, 1),
+                                            config.eval.temperatures[0])
+        render_gif(env, env_params, jax.device_get(episode), path)
+        print(f"wrote {path}")
+    return table
+
+
+def render_gif(env, env_params, episode, path: Path) -> None:
+    """Draws a recorded episode (host arrays) with gymnax's Visualizer, up to its end."""
+    os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
+    os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import jax
+    import numpy as np
+    from gymnax.visualize import Visualizer
+
+    dones = np.asarray(episode.dones)
+    length = int(np.argmax(dones)) + 1 if dones.any() else len(dones)
+    states = [jax.tree.map(lambda x: x[t], episode.states) for t in range(length)]
+    returns = np.cumsum(np.asarray(episode.rewards)[:length])
+    Visualizer(env, env_params, states, returns).animate(str(path))
+
+
+def main() -> None:
+    try:
+        evaluate_run(parse_args(sys.argv[1:]))
+    except ConfigError as error:
+        print(f"purerl: error: {error}", file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,125 @@
+"""Evaluation episodes at several sampling temperatures (trax's `eval_temperatures`).
+
+`make_evaluator(config, env, env_params).evaluate(params, obs_stats, key)` is a pure function
+for one seed: `eval.num_episodes` fresh eval envs per temperature play one episode
+each, for at most `eval.max_steps` steps, with the policy sampled at each temperature of
+`eval.temperatures` (0.0: the mode). Observations are normalized with the training statistics,
+which evaluation never updates. Every temperature plays from the same start states.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from purerl.config import Config
+from purerl.distributions import ActionDistribution
+from purerl.envs import EpisodeStatsState, check_env, wrap_env
+from purerl.envs.wrappers import FrameStackState
+from purerl.envs.normalization import RunningMeanStd, network_input
+from purerl.ppo import make_network
+
+DEFAULT_MAX_STEPS = 1000  # for envs whose params have no max_steps_in_episode
+
+
+class EvalResult(NamedTuple):
+    """Means over the episodes, one entry per temperature: `[num_temperatures]`."""
+
+    episode_return: jax.Array
+    episode_length: jax.Array
+
+
+class Episode(NamedTuple):
+    """One recorded episode, padded to `max_steps` `[T]`: the env state before each step
+    (unwrapped: the env's own state), the step's reward, and whether the episode ended."""
+
+    states: object
+    rewards: jax.Array
+    dones: jax.Array
+
+
+class Evaluator(NamedTuple):
+    evaluate: Callable[..., EvalResult]  # (params, obs_stats, key) -> EvalResult
+    record: Callable[..., Episode]  # (params, obs_stats, key, temperature) -> Episode
+
+
+def unwrap_state(state):
+    """The env's own state inside purerl's wrapper states."""
+    while isinstance(state, (EpisodeStatsState, FrameStackState)):
+        state = state.env_state
+    return state
+
+
+def eval_max_steps(config: Config, env_params) -> int:
+    """`eval.max_steps`, or the env's own episode limit when it is null."""
+    if config.eval.max_steps is not None:
+        return config.eval.max_steps
+    return int(getattr(env_params, "max_steps_in_episode", DEFAULT_MAX_STEPS))
+
+
+def make_evaluator(config: Config, env, env_params) -> "Evaluator":
+    """`Evaluator(evaluate, record)` for one seed's params: `evaluate(params, obs_stats, key)
+    -> EvalResult`; `record(params, obs_stats, key, temperature) -> Episode`."""
+    spec = check_env(env, env_params, config)
+    env = wrap_env(env, config.env, env_params)
+    policy = ActionDistribution(spec)
+    network = make_network(config, spec, env.observation_space(env_params))
+    num_episodes, max_steps = config.eval.num_episodes, eval_max_steps(config, env_params)
+    temperatures = jnp.asarray(config.eval.temperatures, jnp.float32)
+    reset_envs = jax.vmap(env.reset, in_axes=(0, None))
+    step_envs = jax.vmap(env.step, in_axes=(0, 0, 0, None))
+
+    def play(params, obs_stats: RunningMeanStd, key, temperature) -> EvalResult:
+        reset_key, step_key = jax.random.split(key)
+        obs, env_state = reset_envs(jax.random.split(reset_key, num_episodes), env_params)
+        zeros = jnp.zeros((num_episodes,), jnp.float32)
+        init = (jnp.int32(0), obs, env_state, jnp.ones((num_episodes,), bool), zeros, zeros)
+
+        def running(carry):
+            t, _, _, alive, _, _ = carry
+            return (t < max_steps) & alive.any()
+
+        def step(carry):
+            t, obs, env_state, alive, total, length = carry
+            obs, env_state, reward, done = act(params, obs_stats, obs, env_state, temperature,
+                                               jax.random.fold_in(step_key, t))
+            total = total + jnp.where(alive, reward, 0.0)
+            length = length + alive
+            return t + 1, obs, env_state, alive & ~done, total, length
+
+        *_, total, length = jax.lax.while_loop(running, step, init)
+        return EvalResult(total.mean(), length.mean())
+
+    def act(params, obs_stats, obs, env_state, temperature, key):
+        """One step of every env `[N]`: (obs, env_state, reward float32 [N], done [N])."""
+        num = jax.tree.leaves(env_state)[0].shape[0]
+        action_key, env_key = jax.random.split(key)
+        policy_out, _ = network.apply(params, network_input(config.env, obs_stats, obs))
+        action = policy.sample(policy_out, policy.noise(action_key, (num,)), temperature)
+        obs, env_state, reward, terminated, truncated, _ = step_envs(
+            jax.random.split(env_key, num), env_state, spec.to_env(action), env_params)
+        return obs, env_state, reward.astype(jnp.float32), terminated | truncated
+
+    def evaluate(params, obs_stats: RunningMeanStd, key: jax.Array) -> EvalResult:
+        return jax.vmap(play, in_axes=(None, None, None, 0))(params, obs_stats, key,
+                                                              temperatures)
+
+    def record(params, obs_stats: RunningMeanStd, key: jax.Array, temperature) -> Episode:
+        """One episode of `max_steps` steps at most, for rendering."""
+        reset_key, step_key = jax.random.split(key)
+        obs, env_state = reset_envs(reset_key[None], env_params)
+
+        def step(carry, t):
+            obs, env_state = carry
+            before = env_state
+            obs, env_state, reward, done = act(params, obs_stats, obs, env_state, temperature,
+                                               jax.random.fold_in(step_key, t))
+            return (obs, env_state), (unwrap_state(before), reward[0], done[0])
+
+        _, (states, rewards, dones) = jax.lax.scan(step, (obs, env_state),
+                                                   jnp.arange(max_steps))
+        return Episode(jax.tree.map(lambda x: x[:, 0], states), rewards, dones)
+
+    return Evaluator(evaluate, record)

@@ -1,0 +1,133 @@
+"""Host-side sinks: TensorBoard scalars, learning-curve PNGs, the progress bar."""
+
+from __future__ import annotations
+
+import io
+import struct
+
+import numpy as np
+import pytest
+
+from purerl.logging import ProgressBar, TensorBoardSink, plot_learning_curve
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def read_events(path):
+    """Events of a TFRecord file: records are [uint64 len][uint32 crc][data][uint32 crc]."""
+    from tensorboardX.proto import event_pb2
+
+    data, events, offset = path.read_bytes(), [], 0
+    while offset < len(data):
+        (length,) = struct.unpack("<Q", data[offset:offset + 8])
+        offset += 12
+        event = event_pb2.Event()
+        event.ParseFromString(data[offset:offset + length])
+        events.append(event)
+        offset += length + 4
+    return events
+
+
+def read_scalars(run_dir):
+    """{tag: [(step, value), ...]} from every event file in `run_dir`."""
+    scalars = {}
+    for path in sorted(run_dir.glob("events.out.tfevents.*")):
+        for event in read_events(path):
+            for value in event.summary.value:
+                scalars.setdefault(value.tag, []).append((event.step, value.simple_value))
+    return scalars
+
+
+def test_tensorboard_sink_writes_scalars(tmp_path):
+    sink = TensorBoardSink(tmp_path)
+    sink.write([
+        {"update": 1, "env_steps": 512, "episode_return": 21.5, "episode_length": None,
+         "policy_loss": -0.25, "opt_steps": 4, "env": "CartPole-v1", "per_seed": [1.0, 2.0]},
+        {"update": 2, "env_steps": 1024, "episode_return": None, "episode_length": 30.0,
+         "policy_loss": 0.125, "opt_steps": 8, "eval_return/1.0": 100.0,
+         "eval_return/0.0": 500.0},
+    ])
+    sink.close()
+    assert list(tmp_path.glob("events.out.tfevents.*"))
+    scalars = read_scalars(tmp_path)
+    assert set(scalars) == {"episode_return", "episode_length", "policy_loss", "opt_steps",
+                            "eval_return/1.0", "eval_return/0.0"}
+    assert scalars["episode_return"] == [(512, pytest.approx(21.5))]
+    assert scalars["episode_length"] == [(1024, pytest.approx(30.0))]
+    assert scalars["policy_loss"] == [(512, pytest.approx(-0.25)), (1024, pytest.approx(0.125))]
+    assert scalars["opt_steps"] == [(512, 4.0), (1024, 8.0)]
+    assert scalars["eval_return/1.0"] == [(1024, pytest.approx(100.0))]
+    assert scalars["eval_return/0.0"] == [(1024, pytest.approx(500.0))]
+
+
+def test_tensorboard_sink_flushes_each_write(tmp_path):
+    sink = TensorBoardSink(tmp_path)
+    sink.write([{"update": 1, "env_steps": 10, "episode_return": 1.0}])
+    assert read_scalars(tmp_path) == {"episode_return": [(10, 1.0)]}
+    sink.close()
+
+
+def test_tensorboard_sink_resumed_in_same_dir_keeps_old_file(tmp_path):
+    for step in (10, 20):
+        sink = TensorBoardSink(tmp_path)
+        sink.write([{"update": step // 10, "env_steps": step, "episode_return": float(step)}])
+        sink.close()
+    assert len(list(tmp_path.glob("events.out.tfevents.*"))) == 2
+    assert read_scalars(tmp_path) == {"episode_return": [(10, 10.0), (20, 20.0)]}
+
+
+def _assert_png(path):
+    assert path.read_bytes().startswith(PNG_MAGIC)
+    assert [p.name for p in path.parent.iterdir()] == [path.name]
+
+
+def test_plot_learning_curve_with_nans(tmp_path):
+    rng = np.random.default_rng(0)
+    env_steps = np.arange(1, 21) * 512
+    returns = rng.normal(100.0, 10.0, size=(3, 20))
+    returns[0, ::3] = np.nan
+    returns[:, 5] = np.nan  # no seed finished an episode in update 6
+    returns[2] = np.nan  # a seed with no episodes at all
+    evals = {"1.0": [(5120, 150.0), (10240, 200.0)], "eval_return/0.0": [(10240, 250.0)]}
+    path = tmp_path / "curve.png"
+    plot_learning_curve(path, env_steps, returns, evals, title="CartPole-v1")
+    _assert_png(path)
+    plot_learning_curve(path, env_steps, returns, evals)  # overwrites in place
+    _assert_png(path)
+
+
+@pytest.mark.parametrize("num_seeds", [1, 3])
+def test_plot_learning_curve_all_nan(tmp_path, num_seeds):
+    path = tmp_path / "curve.png"
+    plot_learning_curve(path, np.arange(1, 6) * 100, np.full((num_seeds, 5), np.nan), {})
+    _assert_png(path)
+
+
+def test_progress_bar_disabled_does_nothing(capsys):
+    bar = ProgressBar(1000, enabled=False)
+    bar.update(500, 1234.0, 10.0)
+    bar.close()
+    assert bar.position is None
+    assert capsys.readouterr() == ("", "")
+
+
+def test_progress_bar_reaches_position():
+    stream = io.StringIO()
+    bar = ProgressBar(10_000, file=stream)
+    bar.update(2_000, 12_345.0, None)
+    bar.update(6_000, 12_345.0, 87.25)
+    assert bar.position == 6_000
+    bar.close()
+    text = stream.getvalue()
+    assert "6.00k/10.0k" in text
+    assert "12.3k steps/s, return 87.2" in text
+
+
+def test_progress_bar_resumed_starts_at_initial():
+    stream = io.StringIO()
+    bar = ProgressBar(10_000, initial=4_000, file=stream)
+    assert bar.position == 4_000
+    bar.update(5_000, 500.0, None)
+    assert bar.position == 5_000
+    bar.close()
+    assert "return n/a" in stream.getvalue()

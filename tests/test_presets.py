@@ -1,0 +1,37 @@
+"""conf/env/: one preset per gymnax id that can be made offline, each valid and documented."""
+
+import gymnax
+import pytest
+from hydra import compose, initialize_config_dir
+
+from purerl.envs import check_env, make_env
+from purerl.train import config_dir, load_config, presets
+
+OFFLINE_IDS = [name for name in gymnax.registered_envs if name != "MNISTBandit-bsuite"]
+
+
+def preset_name(env_id: str) -> str:
+    """CartPole-v1 -> cartpole, MountainCarContinuous-v0 -> mountaincar-continuous."""
+    base = env_id.rsplit("-v", 1)[0] if env_id.endswith(("-v0", "-v1")) else env_id
+    return base.replace("Continuous", "-continuous").lower()
+
+
+def _compose(preset):
+    with initialize_config_dir(str(config_dir()), version_base="1.3"):
+        return load_config(compose("config", overrides=[f"+env={preset}"]), 1)
+
+
+def test_every_offline_gymnax_id_has_its_preset():
+    assert sorted(set(presets()) - {"gymnax"}) == sorted(preset_name(i) for i in OFFLINE_IDS)
+
+
+@pytest.mark.parametrize("env_id", OFFLINE_IDS)
+def test_preset_is_valid_and_commented(env_id):
+    preset = preset_name(env_id)
+    config = _compose(preset)
+    assert config.env.name == env_id
+    check_env(*make_env(config.env), config)
+    lines = (config_dir() / "env" / f"{preset}.yaml").read_text().splitlines()
+    assert lines[0] == "# @package _global_" and lines[1].startswith(f"# {env_id}: ")
+    assert bool(config.network.conv_channels) == (env_id.endswith("-MinAtar")
+                                                  or env_id == "Pong-misc")

@@ -1,0 +1,220 @@
+"""Operable runs through the CLI: evaluation, checkpoints, resume after SIGKILL / Ctrl-C,
+init_from, the NaN guard, the artifacts, and `python -m purerl.evaluate`."""
+
+import json
+import math
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import jax
+import numpy as np
+import pytest
+from conftest import REPO, run_cli
+from test_logging import PNG_MAGIC, read_scalars
+
+from purerl.checkpoint import CHECKPOINTS, Checkpoints, final_checkpoint, load_config
+from purerl.ppo import make_program
+
+# 4 envs x 32 steps = 128 env steps per update.
+TINY = ["+env=cartpole", "ppo.num_steps=32", "ppo.num_epochs=2", "ppo.num_minibatches=2",
+        "network.hidden_sizes=[16,16]", "log.progress=false"]
+
+
+def _rows(run_dir):
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def _final_state(run_dir, which="final"):
+    checkpoints, update = final_checkpoint(run_dir, which)
+    config = load_config(checkpoints.restore_record(update))
+    like = jax.eval_shape(make_program(config).init, jax.random.key(0))
+    state, record = checkpoints.restore(update, like)
+    checkpoints.close()
+    return update, state, record
+
+
+def _host(x):
+    """A state leaf as a numpy array (typed PRNG keys as their data)."""
+    return np.asarray(jax.random.key_data(x) if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
+                      else x)
+
+
+def _cli_ok(*args):
+    result = run_cli(*args)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+def _one_line_error(result, code):
+    assert result.returncode == code, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr + result.stdout
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("purerl: error: "), lines
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory):
+    """32 updates, evaluated and checkpointed every 8, keeping the 3 newest and the best."""
+    run_dir = tmp_path_factory.mktemp("trained")
+    _cli_ok(*TINY, "total_timesteps=4096", "eval.every=8", "eval.num_episodes=4",
+            "checkpoint.every=8", "checkpoint.best=true", f"hydra.run.dir={run_dir}")
+    return run_dir
+
+
+def test_run_writes_evals_checkpoints_events_and_plot(trained_run):
+    rows = _rows(trained_run)
+    assert [r["update"] for r in rows] == list(range(1, 33))
+    evaluated = [r for r in rows if "eval_return/1.0" in r]
+    assert [r["update"] for r in evaluated] == [8, 16, 24, 32]
+    assert all("eval_return/0.0" in r for r in evaluated)
+    summary = json.loads((trained_run / "summary.json").read_text())
+    assert summary["status"] == "completed"
+    assert summary["eval_return"] == {"1.0": rows[-1]["eval_return/1.0"],
+                                      "0.0": rows[-1]["eval_return/0.0"]}
+    scalars = read_scalars(trained_run)
+    assert [step for step, _ in scalars["eval_return/0.0"]] == [1024, 2048, 3072, 4096]
+    assert len(scalars["policy_loss"]) == 32
+    assert (trained_run / "learning_curve.png").read_bytes()[:8] == PNG_MAGIC
+    assert sorted(int(p.name) for p in (trained_run / CHECKPOINTS).iterdir()
+                  if p.name.isdigit()) == [16, 24, 32]
+    best_update, _, _ = _final_state(trained_run, "best")
+    best_eval = max(r["eval_return/1.0"] for r in evaluated)
+    assert best_update == next(r["update"] for r in evaluated
+                               if r["eval_return/1.0"] == best_eval)
+
+
+def test_checkpoint_holds_the_whole_state_and_config(trained_run):
+    update, state, record = _final_state(trained_run)
+    assert update == 32 and int(state.update[0]) == 32
+    assert str(jax.random.key_impl(state.key)) == "unsafe_rbg"
+    assert record["config"]["env"]["name"] == "CartPole-v1"
+    assert np.asarray(record["history"]["count"]).shape == (1, 32)
+
+
+def test_evaluate_cli_prints_a_table_and_renders(trained_run):
+    result = subprocess.run(
+        [sys.executable, "-m", "purerl.evaluate", f"run={trained_run}", "episodes=3",
+         "temperatures=[0.5,0.0]", "max_steps=5", "render=true"],
+        cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    table = [line.split("|") for line in result.stdout.splitlines() if "|" in line]
+    assert [row[0].strip() for row in table] == ["temperature", "0.5", "0.0"]
+    assert all(0 < float(row[1]) <= 5 and float(row[3]) <= 5 for row in table[1:])
+    assert (trained_run / "episode_T0.5.gif").read_bytes()[:6] == b"GIF89a"
+    best = subprocess.run([sys.executable, "-m", "purerl.evaluate", f"run={trained_run}",
+                           "checkpoint=best", "episodes=2"], cwd=REPO, capture_output=True,
+                          text=True, timeout=600)
+    assert best.returncode == 0 and "(best)" in best.stdout, best.stderr[-3000:]
+    bad = subprocess.run([sys.executable, "-m", "purerl.evaluate", f"run={trained_run}",
+                          "episode=3"], cwd=REPO, capture_output=True, text=True)
+    assert bad.returncode == 2 and "unknown argument 'episode=3'" in bad.stderr
+
+
+def test_resume_rejects_a_changed_config_and_a_missing_checkpoint(trained_run, tmp_path):
+    line = _one_line_error(run_cli(*TINY, "total_timesteps=4096", "ppo.lr=1e-3", "resume=true",
+                                   f"hydra.run.dir={trained_run}"), 2)
+    assert "ppo.lr=0.00025 -> 0.001" in line
+    line = _one_line_error(run_cli(*TINY, "total_timesteps=4096", "resume=true",
+                                   f"hydra.run.dir={tmp_path}"), 2)
+    assert "has no complete checkpoint" in line
+
+
+def test_init_from_starts_from_another_runs_params(trained_run, tmp_path):
+    _cli_ok(*TINY, "total_timesteps=256", "ppo.lr=1e-12", "ppo.anneal_lr=false",
+            f"init_from={trained_run}", f"hydra.run.dir={tmp_path}")
+    _, source, _ = _final_state(trained_run)
+    _, state, _ = _final_state(tmp_path)
+    for a, b in zip(jax.tree.leaves(source.params), jax.tree.leaves(state.params)):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-6)
+    line = _one_line_error(run_cli(*TINY, "total_timesteps=256", "network.hidden_sizes=[8,8]",
+                                   f"init_from={trained_run}", f"hydra.run.dir={tmp_path}/b"), 2)
+    assert re.search(r"params\[.*\] has shape \(16, \d+\) there and \(8, \d+\) here", line)
+
+
+LONG = [*TINY, "total_timesteps=192000", "checkpoint.every=50", "log.tensorboard=false"]
+
+
+def _start_and_stop(run_dir, sig):
+    """Starts the LONG run and sends `sig` once its first checkpoint is complete."""
+    proc = subprocess.Popen([sys.executable, "-m", "purerl.train", *LONG,
+                             f"hydra.run.dir={run_dir}"], cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while not (run_dir / CHECKPOINTS / "50").is_dir():
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.01)
+    proc.send_signal(sig)
+    _, stderr = proc.communicate(timeout=300)
+    return proc.returncode, stderr
+
+
+def test_killed_and_interrupted_runs_resume_bit_identical(tmp_path):
+    _cli_ok(*LONG, f"hydra.run.dir={tmp_path / 'whole'}")
+    whole_rows = _rows(tmp_path / "whole")
+    _, whole, _ = _final_state(tmp_path / "whole")
+
+    code, _ = _start_and_stop(tmp_path / "killed", signal.SIGKILL)
+    assert code == -signal.SIGKILL
+    assert not (tmp_path / "killed" / "summary.json").exists()  # it was killed mid-run
+    code, stderr = _start_and_stop(tmp_path / "interrupted", signal.SIGINT)
+    assert code == 130, stderr[-3000:]
+    summary = json.loads((tmp_path / "interrupted" / "summary.json").read_text())
+    assert summary["status"] == "interrupted" and summary["updates"] < 1500
+    assert (tmp_path / "interrupted" / CHECKPOINTS / str(summary["updates"])).is_dir()
+
+    for name in ("killed", "interrupted"):
+        _cli_ok(*LONG, "resume=true", f"hydra.run.dir={tmp_path / name}")
+        assert _rows(tmp_path / name) == whole_rows
+        _, state, _ = _final_state(tmp_path / name)
+        for a, b in zip(jax.tree.leaves(whole), jax.tree.leaves(state)):
+            np.testing.assert_array_equal(_host(a), _host(b))
+
+
+def test_kill_during_checkpoint_write_keeps_the_previous_one(tmp_path):
+    """The process is SIGKILLed while orbax writes checkpoint 2 (inside the JSON item's save,
+    after the state began): checkpoint 1 stays the newest usable one."""
+    script = textwrap.dedent(f"""
+        import os, signal
+        import jax.numpy as jnp
+        import orbax.checkpoint as ocp
+        from purerl.checkpoint import Checkpoints
+
+        checkpoints = Checkpoints({str(tmp_path)!r})
+        checkpoints.save(1, {{"x": jnp.arange(3.0)}}, {{"update": 1}})
+
+        def die(*args, **kwargs):
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        ocp.JsonCheckpointHandler.save = die
+        ocp.JsonCheckpointHandler.async_save = die
+        checkpoints.save(2, {{"x": jnp.arange(3.0) + 1}}, {{"update": 2}})
+    """)
+    result = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == -signal.SIGKILL, result.stderr[-3000:]
+    assert any("tmp" in p.name for p in tmp_path.iterdir())  # the unfinished write is there
+    checkpoints = Checkpoints(tmp_path)
+    assert checkpoints.latest() == 1
+    state, record = checkpoints.restore(1, {"x": np.zeros(3, np.float32)})
+    np.testing.assert_array_equal(state["x"], [0.0, 1.0, 2.0])
+    assert record == {"update": 1}
+
+
+def test_nan_guard_stops_and_keeps_the_good_part(tmp_path):
+    result = run_cli("+env=gymnax", "env.name=custom_envs:NaNChain", *TINY[1:],
+                     "total_timesteps=12800", "checkpoint.every=5", f"hydra.run.dir={tmp_path}")
+    line = _one_line_error(result, 1)
+    bad_update = int(line.split("at update ")[1].split(":")[0])
+    assert "non-finite loss" in line and bad_update > 5
+    rows = _rows(tmp_path)
+    assert [r["update"] for r in rows] == list(range(1, bad_update))
+    assert all(r["policy_loss"] is not None and math.isfinite(r["value_loss"]) for r in rows)
+    update, state, _ = _final_state(tmp_path)
+    assert update == (bad_update - 1) // 5 * 5 and f"checkpoints/{update}" in line
+    assert all(np.isfinite(np.asarray(x)).all() for x in jax.tree.leaves(state.params))
+    assert json.loads((tmp_path / "summary.json").read_text())["status"] == "nonfinite"
