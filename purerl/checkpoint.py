@@ -37,9 +37,18 @@ class Checkpoints:
         """Writes `state` and `record` as the checkpoint of `update` (again, if it exists)."""
         if update in self._manager.all_steps():
             self._manager.delete(update)
-        self._manager.save(update, args=ocp.args.Composite(
+        saved = self._manager.save(update, force=True, args=ocp.args.Composite(
             state=ocp.args.StandardSave(state), record=ocp.args.JsonSave(record)))
         self._manager.wait_until_finished()
+        if not saved:
+            raise RuntimeError(f"orbax did not save the checkpoint of update {update} in "
+                               f"{self.directory}")
+
+    def delete_after(self, update: int) -> None:
+        """Deletes the checkpoints of updates after `update`."""
+        for step in self._manager.all_steps():
+            if step > update:
+                self._manager.delete(step)
 
     def latest(self) -> Optional[int]:
         """The update of the newest complete checkpoint, or None."""
@@ -81,9 +90,13 @@ def config_differences(saved: Dict, config: Config, ignore=RESUMABLE_CHANGES) ->
     return [f"{k}={old.get(k)!r} -> {new.get(k)!r}" for k in keys if old.get(k) != new.get(k)]
 
 
-def check_resumable(saved: Dict, config: Config, directory: Path) -> None:
-    """Raises ConfigError when `config` would not continue the run saved with `saved`."""
-    changed = config_differences(saved, config)
+def check_resumable(record: Dict, config: Config, num_devices: int, directory: Path) -> None:
+    """Raises ConfigError when `config` on `num_devices` devices would not continue the run
+    whose checkpoint `record` this is (envs split over devices shape the result too)."""
+    if record.get("devices", num_devices) != num_devices:
+        raise ConfigError(f"resume=true: {directory} was trained on {record['devices']} "
+                          f"device(s), this process has {num_devices}")
+    changed = config_differences(record["config"], config)
     if changed:
         more = f" and {len(changed) - 3} more" if len(changed) > 3 else ""
         shown = ", ".join(changed[:3]) + more

@@ -239,6 +239,8 @@ def _validate_eval_and_checkpoint(config: Config) -> None:
         raise ConfigError(
             f"eval.temperatures={list(evaluation.temperatures)} must be a non-empty list of "
             "values >= 0 (0.0: the greedy action)")
+    if len(set(map(float, evaluation.temperatures))) < len(evaluation.temperatures):
+        raise ConfigError(f"eval.temperatures={list(evaluation.temperatures)} has a repeated value")
     _positive("checkpoint.keep", checkpoint.keep)
     if config.resume and config.init_from:
         raise ConfigError("resume=true and init_from are exclusive: a resumed run already has "

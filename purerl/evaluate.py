@@ -66,6 +66,8 @@ def parse_args(argv: List[str]) -> EvaluateArgs:
         raise ConfigError("pass run=<run directory>")
     if not Path(args.run).is_dir():
         raise ConfigError(f"run={args.run}: no such directory")
+    if args.temperatures is not None and not args.temperatures:
+        raise ConfigError("temperatures=[] is empty: give at least one, e.g. temperatures=[0.0]")
     if args.episodes <= 0:
         raise ConfigError(f"episodes={args.episodes} must be > 0")
     return args

@@ -22,7 +22,7 @@ LOSS_KEYS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_frac",
              "ent_coef", "clip_eps", "vf_coef", "gamma", "gae_lambda")
 
 
-def _json_number(x: float):
+def json_number(x: float):
     """A float at float32 precision (7 significant digits), an int when integral, None if not finite."""
     if not math.isfinite(x):
         return None
@@ -45,10 +45,10 @@ def metrics_rows(metrics: Metrics, first_update: int, batch_size: int) -> List[D
         row = {
             "update": update,
             "env_steps": update * batch_size,
-            "episode_return": float(returns[i]) if count[i] else None,
-            "episode_length": float(lengths[i]) if count[i] else None,
+            "episode_return": json_number(float(returns[i])) if count[i] else None,
+            "episode_length": json_number(float(lengths[i])) if count[i] else None,
         }
-        row.update({key: _json_number(float(value[i])) for key, value in means.items()})
+        row.update({key: json_number(float(value[i])) for key, value in means.items()})
         rows.append(row)
     return rows
 
@@ -61,8 +61,8 @@ class MetricsLog:
         self._file = self.path.open("a")
 
     def write(self, rows: List[Dict]) -> None:
-        for row in rows:
-            self._file.write(json.dumps(row) + "\n")
+        """Appends `rows` in one write (a process killed meanwhile cuts at most the last line)."""
+        self._file.write("".join(json.dumps(row) + "\n" for row in rows))
         self._file.flush()
 
     def close(self) -> None:
@@ -70,12 +70,18 @@ class MetricsLog:
 
 
 def keep_metrics_until(run_dir: Path, last_update: int) -> None:
-    """Drops the metrics.jsonl lines after `last_update` (a resumed run rewrites them)."""
+    """Drops the metrics.jsonl lines after `last_update` (a resumed run rewrites them), and a
+    last line cut short by a kill."""
     path = Path(run_dir) / "metrics.jsonl"
     if not path.exists():
         return
-    lines = [line for line in path.read_text().splitlines()
-             if line.strip() and json.loads(line)["update"] <= last_update]
+    lines = []
+    for line in path.read_text().splitlines():
+        try:
+            if json.loads(line)["update"] <= last_update:
+                lines.append(line)
+        except (ValueError, KeyError):
+            break
     tmp = path.with_suffix(".jsonl.tmp")
     tmp.write_text("".join(line + "\n" for line in lines))
     tmp.replace(path)
@@ -180,8 +186,9 @@ class TensorBoardSink:
     SKIP_KEYS = ("update", "env_steps")
     _counter = itertools.count()
 
-    def __init__(self, run_dir: Path):
+    def __init__(self, run_dir: Path, purge_step: Optional[int] = None):
         from tensorboardX.event_file_writer import EventsWriter
+        from tensorboardX.proto.event_pb2 import Event, SessionLog
 
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -189,6 +196,10 @@ class TensorBoardSink:
         # sink in the same directory (a resumed run) from truncating the first one's file.
         suffix = f".{os.getpid()}.{next(self._counter)}"
         self._writer = EventsWriter(str(self.run_dir / "events"), filename_suffix=suffix)
+        if purge_step is not None:  # a resumed run: TensorBoard drops older files' later steps
+            self._writer.write_event(Event(wall_time=time.time(), step=purge_step,
+                                            session_log=SessionLog(status=SessionLog.START)))
+            self._writer.flush()
 
     def write(self, rows: List[Dict]) -> None:
         from tensorboardX.proto.event_pb2 import Event

@@ -84,7 +84,8 @@ class Metrics(NamedTuple):
 
 
 # The NaN guard's bits in `Metrics.nonfinite`: which quantity was not finite in an update.
-NONFINITE_QUANTITIES = ("loss", "gradients", "params")
+NONFINITE_QUANTITIES = ("loss", "gradients", "params", "optimizer state",
+                        "normalization statistics")
 
 
 def nonfinite_names(mask: int) -> list:
@@ -108,7 +109,9 @@ class _LearnerCarry(NamedTuple):
 
 
 def _all_finite(tree) -> jax.Array:
-    return jnp.all(jnp.stack([jnp.isfinite(x).all() for x in jax.tree.leaves(tree)]))
+    """Whether every float leaf of `tree` is finite (a bool scalar)."""
+    leaves = [x for x in jax.tree.leaves(tree) if jnp.issubdtype(x.dtype, jnp.floating)]
+    return jnp.all(jnp.stack([jnp.isfinite(x).all() for x in leaves])) if leaves else True
 
 
 def make_optimizer(max_grad_norm, lr) -> optax.GradientTransformation:
@@ -327,7 +330,9 @@ def make_ppo(
             value_mean=value_mean, opt_steps=learned.taken, learning_rate=hp.lr,
             ent_coef=hp.ent_coef, clip_eps=hp.clip_eps, vf_coef=hp.vf_coef, gamma=hp.gamma,
             gae_lambda=hp.gae_lambda,
-            nonfinite=learned.nonfinite | jnp.where(_all_finite(learned.params), 0, 4),
+            nonfinite=(learned.nonfinite | jnp.where(_all_finite(learned.params), 0, 4)
+                       | jnp.where(_all_finite(learned.opt_state), 0, 8)
+                       | jnp.where(_all_finite(normalizer), 0, 16)),
         )
         new_state = RunnerState(learned.params, learned.opt_state, env_state, obs, normalizer,
                                 key, state.update + 1, state.hparams)

@@ -213,35 +213,53 @@ def _next_event(config: Config, done: int) -> int:
 
 
 def _params_from(run_dir: Path, like):
-    """The network params of another run's final checkpoint, shape-checked against `like`
-    (this run's params, leaves `[S, ...]`); raises ConfigError."""
+    """The network params (host arrays `[S, ...]`) of another run's final checkpoint,
+    shape-checked against `like`, this run's abstract params; raises ConfigError."""
     import jax
-    import jax.numpy as jnp
+    import numpy as np
 
     from purerl.checkpoint import final_checkpoint, load_config
     from purerl.ppo import make_program
 
     checkpoints, update = final_checkpoint(run_dir)
     source = load_config(checkpoints.restore_record(update))
-    source_program = make_program(source)
-    abstract = jax.eval_shape(source_program.init, jax.random.key(0))
+    abstract = jax.eval_shape(make_program(source).init, jax.random.key(0))
     params = checkpoints.restore(update, abstract)[0].params
     checkpoints.close()
     num_seeds = jax.tree.leaves(like)[0].shape[0]
     if source.num_seeds not in (1, num_seeds):
         raise ConfigError(f"init_from={run_dir}: it has {source.num_seeds} seeds, this run "
                           f"{num_seeds}; use 1 or {num_seeds}")
-    mine = jax.tree_util.tree_flatten_with_path(like)[0]
+    mine = dict(jax.tree_util.tree_flatten_with_path(like)[0])
     theirs = dict(jax.tree_util.tree_flatten_with_path(params)[0])
-    for path, leaf in mine:
-        other = theirs.get(path)
-        if other is None or other.shape[1:] != leaf.shape[1:]:
-            got = "missing" if other is None else tuple(other.shape[1:])
+    for path in sorted(set(mine) | set(theirs), key=jax.tree_util.keystr):
+        shapes = [None if leaf is None else tuple(leaf.shape[1:])
+                  for leaf in (theirs.get(path), mine.get(path))]
+        if shapes[0] != shapes[1]:
+            there, here = (shape or "missing" for shape in shapes)
             raise ConfigError(
-                f"init_from={run_dir}: params{jax.tree_util.keystr(path)} has shape {got} "
-                f"there and {tuple(leaf.shape[1:])} here (network and env must match)")
-    return jax.tree.map(lambda p, l: jax.device_put(jnp.broadcast_to(p, l.shape), l.sharding),
-                        params, like)
+                f"init_from={run_dir}: params{jax.tree_util.keystr(path)} has shape {there} "
+                f"there and {here} here (network and env must match)")
+    return jax.tree.map(lambda p, l: np.broadcast_to(p, l.shape), params, like)
+
+
+def _open_run_dir(config: Config, run_dir: Path, checkpoints, num_devices: int) -> Optional[int]:
+    """The update to resume from (None for a new run), after checking that the run directory
+    fits the request; raises ConfigError."""
+    from purerl.checkpoint import check_resumable
+
+    latest = checkpoints.latest()
+    if not config.resume:
+        if latest is not None:
+            raise ConfigError(
+                f"{run_dir} already holds a run (checkpoints up to update {latest}): pass "
+                "resume=true to continue it, or choose another hydra.run.dir")
+        return None
+    if latest is None:
+        raise ConfigError(f"resume=true: {checkpoints.directory} has no complete checkpoint "
+                          "(pass the run's directory as hydra.run.dir=...)")
+    check_resumable(checkpoints.restore_record(latest), config, num_devices, run_dir)
+    return latest
 
 
 def run(config: Config, run_dir: Path) -> Dict:
@@ -252,7 +270,7 @@ def run(config: Config, run_dir: Path) -> Dict:
     import jax.numpy as jnp
 
     from purerl import logging as sinks
-    from purerl.checkpoint import BEST, CHECKPOINTS, Checkpoints, check_resumable, config_record
+    from purerl.checkpoint import BEST, CHECKPOINTS, Checkpoints, config_record
     from purerl.envs import make_env
     from purerl.evaluation import make_evaluator
     from purerl.ppo import make_program, nonfinite_names
@@ -260,12 +278,7 @@ def run(config: Config, run_dir: Path) -> Dict:
     num_updates, batch_size = config.num_updates, config.batch_size
     program = make_program(config, chunk=max(1, math.ceil(num_updates / CHUNKS)))
     checkpoints = Checkpoints(run_dir / CHECKPOINTS, keep=config.checkpoint.keep)
-    resume_from = checkpoints.latest() if config.resume else None
-    if config.resume:
-        if resume_from is None:
-            raise ConfigError(f"resume=true: {run_dir / CHECKPOINTS} has no complete checkpoint "
-                              "(pass the run's directory as hydra.run.dir=...)")
-        check_resumable(checkpoints.restore_record(resume_from)["config"], config, run_dir)
+    resume_from = _open_run_dir(config, run_dir, checkpoints, program.num_devices)
     key = jax.random.key(config.seed)
     init_params = None
     if config.init_from:
@@ -286,36 +299,43 @@ def run(config: Config, run_dir: Path) -> Dict:
     compile_s = time.perf_counter() - start
     log.info("compiled in %.1f s", compile_s)
 
+    best = Checkpoints(run_dir / CHECKPOINTS / BEST, keep=1) if config.checkpoint.best else None
     history, done = sinks.RunHistory(config.num_seeds), 0
     if resume_from is not None:
         state, saved = checkpoints.restore(resume_from, state)
         history, done = sinks.RunHistory.from_record(saved["history"]), resume_from
         sinks.keep_metrics_until(run_dir, done)
+        if best is not None:
+            best.delete_after(done)  # a best found after the checkpoint is found again
         log.info("resumed from the checkpoint of update %d", done)
-    elif init_params is not None:
-        state = state._replace(params=init_params)
-        log.info("network params from %s", config.init_from)
-    best = Checkpoints(run_dir / CHECKPOINTS / BEST, keep=1) if config.checkpoint.best else None
+    else:
+        (run_dir / "metrics.jsonl").unlink(missing_ok=True)
+        if init_params is not None:
+            state = state._replace(params=jax.tree.map(
+                lambda new, old: jax.device_put(new, old.sharding), init_params, state.params))
+            log.info("network params from %s", config.init_from)
 
     def record() -> Dict:
-        return {"config": config_record(config), "update": done,
-                "history": history.to_record()}
+        return {"config": config_record(config), "devices": program.num_devices,
+                "update": done, "history": history.to_record()}
 
     def run_evaluation() -> Dict[str, float]:
         eval_key = jax.random.fold_in(jax.random.fold_in(key, EVAL_STREAM), done)
         result = evaluate(state.params, state.normalizer.obs,
                           jax.random.split(eval_key, config.num_seeds))
         means = np.asarray(result.episode_return).mean(axis=0)  # over seeds
-        returns = {str(float(t)): float(v) for t, v in zip(config.eval.temperatures, means)}
+        returns = {str(float(t)): sinks.json_number(v)
+                   for t, v in zip(config.eval.temperatures, means)}
         previous_best = history.best_eval()
         history.evals.append({"update": done, "env_steps": done * batch_size, "returns": returns})
-        if best is not None and (previous_best is None or history.best_eval() > previous_best):
+        if best is not None and history.best_eval() != previous_best:
             best.save(done, state, record())
         return returns
 
     writers = [sinks.MetricsLog(run_dir)]
     if config.log.tensorboard:
-        writers.append(sinks.TensorBoardSink(run_dir))
+        writers.append(sinks.TensorBoardSink(run_dir, purge_step=(
+            done * batch_size + 1 if resume_from is not None else None)))
     if config.log.wandb:
         writers.append(sinks.WandbSink(config, run_dir))
     bar = sinks.ProgressBar(num_updates * batch_size, config.log.progress,
@@ -330,12 +350,13 @@ def run(config: Config, run_dir: Path) -> Dict:
                 state, metrics = run_chunk(state, jnp.int32(num))
                 metrics = jax.tree.map(lambda x: np.asarray(x)[:, :num], jax.device_get(metrics))
                 train_s += time.perf_counter() - tick
+                stopping = stop.requested  # read once: the save and the break must agree
                 flags = np.bitwise_or.reduce(metrics.nonfinite, axis=0)  # [num], over seeds
                 good = int(np.argmax(flags != 0)) if flags.any() else num
                 metrics = jax.tree.map(lambda x: x[:, :good], metrics)
                 rows = sinks.metrics_rows(metrics, done + 1, batch_size)
                 history.extend(metrics)
-                done += good
+                previous, done = done, done + good
                 if good < num:
                     status = "nonfinite"
                     failure = (f"non-finite {', '.join(nonfinite_names(int(flags[good])))} at "
@@ -351,15 +372,13 @@ def run(config: Config, run_dir: Path) -> Dict:
                     break
                 sps = (done - first_update) * batch_size * config.num_seeds / train_s
                 bar.update(done * batch_size, sps, rows[-1]["episode_return"])
-                if done % line_every == 0 or done == num_updates:
+                if done // line_every > previous // line_every or done == num_updates:
                     log.info(sinks.progress_line(rows[-1], num_updates, sps))
-                if _due(config.checkpoint.every, done, num_updates) or stop.requested:
+                if _due(config.checkpoint.every, done, num_updates) or stopping:
                     checkpoints.save(done, state, record())
                 if evaluated:
-                    sinks.plot_learning_curve(
-                        run_dir / "learning_curve.png", np.arange(1, done + 1) * batch_size,
-                        history.returns(), history.eval_points(), title=config.env.name)
-                if stop.requested and done < num_updates:
+                    _plot(run_dir, config, history)
+                if stopping and done < num_updates:
                     status = "interrupted"
                     break
         finally:
@@ -369,27 +388,13 @@ def run(config: Config, run_dir: Path) -> Dict:
             checkpoints.close()
             if best is not None:
                 best.close()
+    _plot(run_dir, config, history)
 
-    per_seed = history.final_returns()
-    finite = [r for r in per_seed if r is not None]
-    env_steps = done * batch_size
-    summary = {
-        "env": config.env.name,
-        "status": status,
-        "num_seeds": config.num_seeds,
-        "devices": program.num_devices,
-        "updates": done,
-        "env_steps": env_steps,
-        "final_return": float(np.mean(finite)) if finite else None,
-        "final_return_per_seed": per_seed,
-        "eval_return": history.evals[-1]["returns"] if history.evals else None,
-        "compile_s": round(compile_s, 3),
-        "train_s": round(train_s, 3),
-        "sps": round((done - first_update) * batch_size * config.num_seeds / max(train_s, 1e-9), 1),
-    }
+    summary = _summary(config, history, status, program.num_devices, compile_s, train_s,
+                       (done - first_update) * batch_size * config.num_seeds)
     sinks.write_summary(run_dir, summary)
     if status == "nonfinite":
-        kept = checkpoints.latest()
+        kept = Checkpoints(run_dir / CHECKPOINTS).latest()
         _fail(f"{failure}: stopped; metrics.jsonl keeps updates 1-{done}"
               + (f", checkpoints/{kept} is the last good checkpoint" if kept else ""), code=1)
     if status == "interrupted":
@@ -400,6 +405,37 @@ def run(config: Config, run_dir: Path) -> Dict:
              summary["final_return"], summary["eval_return"], compile_s, train_s,
              f"{summary['sps']:,.0f}")
     return summary
+
+
+def _plot(run_dir: Path, config: Config, history) -> None:
+    from purerl.logging import plot_learning_curve
+
+    plot_learning_curve(run_dir / "learning_curve.png",
+                        np.arange(1, history.num_updates + 1) * config.batch_size,
+                        history.returns(), history.eval_points(), title=config.env.name)
+
+
+def _summary(config: Config, history, status: str, num_devices: int, compile_s: float,
+             train_s: float, steps_run: int) -> Dict:
+    """summary.json: `steps_run` env steps (all seeds) were trained in `train_s` seconds."""
+    from purerl.logging import json_number
+
+    per_seed = history.final_returns()
+    finite = [r for r in per_seed if r is not None]
+    return {
+        "env": config.env.name,
+        "status": status,
+        "num_seeds": config.num_seeds,
+        "devices": num_devices,
+        "updates": history.num_updates,
+        "env_steps": history.num_updates * config.batch_size,
+        "final_return": json_number(float(np.mean(finite))) if finite else None,
+        "final_return_per_seed": per_seed,
+        "eval_return": history.evals[-1]["returns"] if history.evals else None,
+        "compile_s": round(compile_s, 3),
+        "train_s": round(train_s, 3),
+        "sps": round(steps_run / max(train_s, 1e-9), 1),
+    }
 
 
 @hydra.main(config_path=str(config_dir()), config_name="config", version_base="1.3")
@@ -420,10 +456,13 @@ def _hydra_main(cfg: DictConfig) -> Optional[float]:
 def main() -> None:
     try:
         preflight(sys.argv[1:])
+        sys.argv[1:] = normalize_argv(sys.argv[1:])
+        _hydra_main()
     except ConfigError as error:
         _fail(error)
-    sys.argv[1:] = normalize_argv(sys.argv[1:])
-    _hydra_main()
+    except KeyboardInterrupt:  # before the loop's handler (compiling) or a second Ctrl-C
+        print("purerl: interrupted", file=sys.stderr)
+        sys.exit(130)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """`python -m purerl.train` as a user runs it: errors, outputs, learning, devices, sweeps."""
 
+import importlib.util
 import json
 
 import pytest
@@ -38,6 +39,10 @@ VALIDATION_CASES = [
     (["-m", "+env=cartpole", "ppo.lr=1e-3,-1"], "ppo.lr=-1.0 must be > 0"),
     (["+env=cartpole", "network=cnn"], r"needs image observations .* gives shape \(4,\)"),
     (["+env=cartpole", "env.params.max_step=9"], r"CartPole-v1 params have no field 'max_step'"),
+    (["+env=cartpole", "eval.temperatures=[1.0,1]"], r"eval.temperatures=\[1.0, 1.0\] has a repeated"),
+    (["+env=cartpole", "eval.temperatures=[-1]"], r"eval.temperatures=\[-1.0\] must be .* >= 0"),
+    (["+env=cartpole", "checkpoint.keep=0"], "checkpoint.keep=0 must be > 0"),
+    (["+env=cartpole", "env.clip_obs=0"], "env.clip_obs=0.0 must be > 0"),
 ]
 
 
@@ -55,6 +60,12 @@ def test_cli_error_is_one_line_exit_2(cli, tmp_path, argv, message):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("purerl: error: ")
     assert not (tmp_path / "metrics.jsonl").exists()  # failed before anything ran
+
+
+@pytest.mark.skipif(importlib.util.find_spec("wandb") is not None, reason="wandb is installed")
+def test_wandb_without_wandb_installed_is_a_clear_error():
+    with pytest.raises(ConfigError, match="log.wandb=true but wandb is not installed"):
+        preflight(["+env=cartpole", "log.wandb=true"])
 
 
 def test_preflight_accepts_env_params_without_plus():

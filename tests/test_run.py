@@ -14,7 +14,7 @@ import jax
 import numpy as np
 import pytest
 from conftest import REPO, run_cli
-from test_logging import PNG_MAGIC, read_scalars
+from test_logging import PNG_MAGIC, read_events, read_scalars
 
 from purerl.checkpoint import CHECKPOINTS, Checkpoints, final_checkpoint, load_config
 from purerl.ppo import make_program
@@ -35,6 +35,11 @@ def _final_state(run_dir, which="final"):
     state, record = checkpoints.restore(update, like)
     checkpoints.close()
     return update, state, record
+
+
+def _summary(run_dir):
+    summary = json.loads((run_dir / "summary.json").read_text())
+    return {k: v for k, v in summary.items() if k not in TIMING}
 
 
 def _host(x):
@@ -122,6 +127,9 @@ def test_resume_rejects_a_changed_config_and_a_missing_checkpoint(trained_run, t
     line = _one_line_error(run_cli(*TINY, "total_timesteps=4096", "resume=true",
                                    f"hydra.run.dir={tmp_path}"), 2)
     assert "has no complete checkpoint" in line
+    line = _one_line_error(run_cli(*TINY, "total_timesteps=4096",
+                                   f"hydra.run.dir={trained_run}"), 2)
+    assert "already holds a run (checkpoints up to update 32): pass resume=true" in line
 
 
 def test_init_from_starts_from_another_runs_params(trained_run, tmp_path):
@@ -136,7 +144,9 @@ def test_init_from_starts_from_another_runs_params(trained_run, tmp_path):
     assert re.search(r"params\[.*\] has shape \(16, \d+\) there and \(8, \d+\) here", line)
 
 
-LONG = [*TINY, "total_timesteps=192000", "checkpoint.every=50", "log.tensorboard=false"]
+LONG = [*TINY, "total_timesteps=192000", "checkpoint.every=50", "eval.every=300",
+        "eval.num_episodes=4", "checkpoint.best=true"]
+TIMING = ("compile_s", "train_s", "sps")
 
 
 def _start_and_stop(run_dir, sig):
@@ -157,6 +167,8 @@ def test_killed_and_interrupted_runs_resume_bit_identical(tmp_path):
     _cli_ok(*LONG, f"hydra.run.dir={tmp_path / 'whole'}")
     whole_rows = _rows(tmp_path / "whole")
     _, whole, _ = _final_state(tmp_path / "whole")
+    whole_summary = _summary(tmp_path / "whole")
+    whole_best = _final_state(tmp_path / "whole", "best")[0]
 
     code, _ = _start_and_stop(tmp_path / "killed", signal.SIGKILL)
     assert code == -signal.SIGKILL
@@ -170,6 +182,11 @@ def test_killed_and_interrupted_runs_resume_bit_identical(tmp_path):
     for name in ("killed", "interrupted"):
         _cli_ok(*LONG, "resume=true", f"hydra.run.dir={tmp_path / name}")
         assert _rows(tmp_path / name) == whole_rows
+        assert _summary(tmp_path / name) == whole_summary
+        assert _final_state(tmp_path / name, "best")[0] == whole_best
+        resumed_events = read_events(max((tmp_path / name).glob("events.out.tfevents.*"),
+                                         key=lambda p: p.stat().st_mtime))
+        assert resumed_events[1].session_log.status == resumed_events[1].session_log.START
         _, state, _ = _final_state(tmp_path / name)
         for a, b in zip(jax.tree.leaves(whole), jax.tree.leaves(state)):
             np.testing.assert_array_equal(_host(a), _host(b))
