@@ -6,8 +6,8 @@
 Each preset runs as `python -m purerl.train +env=<preset>` in a run directory under
 `benchmarks/results/learning/runs/` (not kept in git). Its summary and wall time are merged into
 `benchmarks/results/learning.json` (entries of presets not run this time are kept), its learning
-curve is plotted to `benchmarks/results/learning/<preset>.png`, and the table is printed as
-markdown for the README.
+curve is plotted to `benchmarks/results/learning/<preset>.png`, all curves at hand to
+`benchmarks/results/learning.png`, and the table is printed as markdown for the README.
 """
 
 from __future__ import annotations
@@ -66,6 +66,31 @@ def plot_curve(preset: str, run_dir: Path, path: Path) -> None:
     plt.close(fig)
 
 
+def plot_grid(presets: list[str], runs: Path, path: Path) -> None:
+    """All presets' learning curves as small multiples in one figure."""
+    presets = [p for p in presets if (runs / p / "metrics.jsonl").exists()]
+    cols = 5
+    rows = -(-len(presets) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.4 * rows), squeeze=False)
+    for ax, preset in zip(axes.flat, presets):
+        lines = (runs / preset / "metrics.jsonl").read_text().splitlines()
+        points = [(r["env_steps"], r["episode_return"]) for r in map(json.loads, lines)
+                  if r["episode_return"] is not None]
+        ax.plot(*zip(*points), lw=0.8)
+        if preset in TARGETS:
+            ax.axhline(TARGETS[preset], color="gray", ls="--", lw=0.8)
+        ax.set_title(preset, fontsize=9)
+        ax.tick_params(labelsize=7)
+        ax.grid(alpha=0.3)
+    for ax in list(axes.flat)[len(presets):]:
+        ax.axis("off")
+    fig.supxlabel("env steps")
+    fig.supylabel("episode return")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
 def markdown_table(results: dict) -> str:
     lines = ["| preset | env | final return | target | env steps | wall s | compile s |",
              "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
@@ -93,6 +118,7 @@ def main() -> None:
         results[preset] = result
         results_path.write_text(json.dumps(dict(sorted(results.items())), indent=2) + "\n")
         print(f"{preset}: final return {result['final_return']}, {result['wall_s']} s", flush=True)
+    plot_grid(sorted(results), curves / "runs", RESULTS / "learning.png")
     print(markdown_table(results))
 
 

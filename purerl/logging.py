@@ -148,10 +148,19 @@ class RunHistory:
 
 def final_returns(return_sums: np.ndarray, counts: np.ndarray) -> List[Optional[float]]:
     """Per seed, the mean return of the episodes completed in the last 5% of updates (at least
-    the last update); `return_sums`, `counts` are `[S, num_updates]`. None where none ended."""
+    the last update; stretched back to the last update in which an episode ended, for episodes
+    longer than that window); `return_sums`, `counts` are `[S, num_updates]`. None where no
+    episode ended at all."""
     window = max(1, math.ceil(0.05 * return_sums.shape[1]))
-    sums, totals = return_sums[:, -window:].sum(axis=1), counts[:, -window:].sum(axis=1)
-    return [float(s / c) if c else None for s, c in zip(sums, totals)]
+    finals = []
+    for sums, totals in zip(return_sums, counts):
+        ended = np.flatnonzero(totals)
+        if not ended.size:
+            finals.append(None)
+            continue
+        start = min(len(totals) - window, int(ended[-1]))
+        finals.append(float(sums[start:].sum() / totals[start:].sum()))
+    return finals
 
 
 def write_summary(run_dir: Path, summary: Dict) -> None:

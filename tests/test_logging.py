@@ -131,3 +131,12 @@ def test_progress_bar_resumed_starts_at_initial():
     assert bar.position == 5_000
     bar.close()
     assert "return n/a" in stream.getvalue()
+
+
+def test_final_returns_window_stretches_back_to_the_last_episode():
+    from purerl.logging import final_returns
+
+    sums, counts = np.zeros((3, 40)), np.zeros((3, 40))
+    sums[0, [5, 38, 39]], counts[0, [5, 38, 39]] = [100.0, 10.0, 20.0], [1, 1, 3]
+    sums[1, 10], counts[1, 10] = 7.0, 2  # long episodes: none in the last 5% (2 updates)
+    assert final_returns(sums, counts) == [30.0 / 4, 3.5, None]

@@ -16,9 +16,9 @@ def preset_name(env_id: str) -> str:
     return base.replace("Continuous", "-continuous").lower()
 
 
-def _compose(preset):
+def _compose(preset, *overrides):
     with initialize_config_dir(str(config_dir()), version_base="1.3"):
-        return load_config(compose("config", overrides=[f"+env={preset}"]), 1)
+        return load_config(compose("config", overrides=[f"+env={preset}", *overrides]), 1)
 
 
 def test_every_offline_gymnax_id_has_its_preset():
@@ -35,3 +35,18 @@ def test_preset_is_valid_and_commented(env_id):
     assert lines[0] == "# @package _global_" and lines[1].startswith(f"# {env_id}: ")
     assert bool(config.network.conv_channels) == (env_id.endswith("-MinAtar")
                                                   or env_id == "Pong-misc")
+
+
+def test_pendulum_preset_learns_a_box_policy_with_a_short_budget():
+    """The Gaussian policy with normalized observations: 2e5 steps take the return from about
+    -1300 (random) to about -430..-590 (seeds 0-2); the full 5e5-step preset reaches about -160."""
+    import jax
+    import numpy as np
+
+    from purerl.logging import final_returns
+    from purerl.ppo import make_train
+
+    config = _compose("pendulum", "total_timesteps=200_000")
+    _, metrics = jax.jit(make_train(config))(jax.random.key(config.seed))
+    final = final_returns(np.asarray(metrics.episode_return_sum), np.asarray(metrics.episode_count))
+    assert final[0] >= -700, final
