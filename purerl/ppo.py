@@ -332,7 +332,7 @@ def make_ppo(
             gae_lambda=hp.gae_lambda,
             nonfinite=(learned.nonfinite | jnp.where(_all_finite(learned.params), 0, 4)
                        | jnp.where(_all_finite(learned.opt_state), 0, 8)
-                       | jnp.where(_all_finite(normalizer), 0, 16)),
+                       | jnp.where(_all_finite((normalizer.obs, normalizer.ret)), 0, 16)),
         )
         new_state = RunnerState(learned.params, learned.opt_state, env_state, obs, normalizer,
                                 key, state.update + 1, state.hparams)

@@ -420,8 +420,8 @@ def _summary(config: Config, history, status: str, num_devices: int, compile_s: 
     """summary.json: `steps_run` env steps (all seeds) were trained in `train_s` seconds."""
     from purerl.logging import json_number
 
-    per_seed = history.final_returns()
-    finite = [r for r in per_seed if r is not None]
+    per_seed = [None if r is None else json_number(r) for r in history.final_returns()]
+    finite = [r for r in history.final_returns() if r is not None]
     return {
         "env": config.env.name,
         "status": status,
