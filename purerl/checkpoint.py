@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 import jax
 import orbax.checkpoint as ocp
@@ -139,3 +139,25 @@ def final_checkpoint(run_dir: Path, which: str = "final") -> Tuple[Checkpoints, 
     if update is None:
         raise ConfigError(f"{directory}: no complete checkpoint")
     return checkpoints, update
+
+
+class SavedRun(NamedTuple):
+    update: int
+    config: Config
+    state: Any  # the RunnerState, leaves `[S, ...]` (host arrays)
+    record: Dict
+
+
+def restore_run(run_dir: Path, which: str = "final") -> SavedRun:
+    """A run directory's newest (`final`) or `best` checkpoint, restored into the state its
+    saved config describes; raises ConfigError."""
+    from purerl.ppo import make_program
+
+    checkpoints, update = final_checkpoint(run_dir, which)
+    try:
+        config = load_config(checkpoints.restore_record(update))
+        like = jax.eval_shape(make_program(config).init, jax.random.key(0))
+        state, record = checkpoints.restore(update, like)
+    finally:
+        checkpoints.close()
+    return SavedRun(update, config, state, record)

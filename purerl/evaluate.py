@@ -79,13 +79,12 @@ def evaluate_run(args: EvaluateArgs) -> Dict[str, Dict[str, float]]:
     import jax
     import numpy as np
 
-    from purerl.checkpoint import final_checkpoint, load_config
+    from purerl.checkpoint import restore_run
     from purerl.envs import make_env
     from purerl.evaluation import make_evaluator
-    from purerl.ppo import make_program
 
-    checkpoints, update = final_checkpoint(Path(args.run), args.checkpoint)
-    config = load_config(checkpoints.restore_record(update))
+    saved = restore_run(Path(args.run), args.checkpoint)
+    config, state, update = saved.config, saved.state, saved.update
     evaluation = dataclasses.replace(
         config.eval, num_episodes=args.episodes,
         temperatures=list(args.temperatures or config.eval.temperatures),
@@ -100,10 +99,6 @@ def evaluate_run(args: EvaluateArgs) -> Dict[str, Dict[str, float]]:
         raise ConfigError(f"render=true: drawing {config.env.name} needs pygame: "
                           "pip install 'purerl[render]'")
 
-    program = make_program(config)
-    key = jax.random.key(config.seed)
-    state, _ = checkpoints.restore(update, jax.eval_shape(program.init, key))
-    checkpoints.close()
     env, env_params = make_env(config.env)
     evaluator = make_evaluator(config, env, env_params)
     eval_key = jax.random.key(args.seed)

@@ -15,11 +15,10 @@ import jax
 import jax.numpy as jnp
 
 from purerl.config import Config
-from purerl.distributions import ActionDistribution
-from purerl.envs import EpisodeStatsState, check_env, wrap_env
+from purerl.envs import EpisodeStatsState
 from purerl.envs.wrappers import FrameStackState
 from purerl.envs.normalization import RunningMeanStd, network_input
-from purerl.ppo import make_network
+from purerl.ppo import make_agent
 
 DEFAULT_MAX_STEPS = 1000  # for envs whose params have no max_steps_in_episode
 
@@ -62,14 +61,11 @@ def eval_max_steps(config: Config, env_params) -> int:
 def make_evaluator(config: Config, env, env_params) -> "Evaluator":
     """`Evaluator(evaluate, record)` for one seed's params: `evaluate(params, obs_stats, key)
     -> EvalResult`; `record(params, obs_stats, key, temperature) -> Episode`."""
-    spec = check_env(env, env_params, config)
-    env = wrap_env(env, config.env, env_params)
-    policy = ActionDistribution(spec)
-    network = make_network(config, spec, env.observation_space(env_params))
+    agent = make_agent(config, env, env_params)
+    spec, policy, network = agent.spec, agent.policy, agent.network
+    reset_envs, step_envs = agent.reset_envs, agent.step_envs
     num_episodes, max_steps = config.eval.num_episodes, eval_max_steps(config, env_params)
     temperatures = jnp.asarray(config.eval.temperatures, jnp.float32)
-    reset_envs = jax.vmap(env.reset, in_axes=(0, None))
-    step_envs = jax.vmap(env.step, in_axes=(0, 0, 0, None))
 
     def play(params, obs_stats: RunningMeanStd, key, temperature) -> EvalResult:
         reset_key, step_key = jax.random.split(key)

@@ -154,6 +154,30 @@ def make_network(config: Config, spec: ActionSpec, obs_space) -> ActorCritic:
                        obs_high=bounds.get("high", ()))
 
 
+class Agent(NamedTuple):
+    """What training and evaluation share: the env's action spec, the policy's distribution,
+    the network, and the env as the trainer steps it (wrapped: one-hot, frame stack, episode
+    stats) vmapped over envs."""
+
+    spec: ActionSpec
+    obs_shape: Tuple[int, ...]  # of the wrapped env's observations
+    policy: ActionDistribution
+    network: ActorCritic
+    reset_envs: Callable  # (keys [B], env_params) -> (obs [B, ...], env_state [B])
+    step_envs: Callable  # (keys [B], env_state [B], action [B], env_params) -> six values [B]
+
+
+def make_agent(config: Config, env, env_params) -> Agent:
+    """Checks the env's spaces (raises ConfigError) and builds the shared pieces."""
+    spec = check_env(env, env_params, config)
+    env = wrap_env(env, config.env, env_params)
+    obs_space = env.observation_space(env_params)
+    return Agent(spec, tuple(obs_space.shape), ActionDistribution(spec),
+                 make_network(config, spec, obs_space),
+                 jax.vmap(env.reset, in_axes=(0, None)),
+                 jax.vmap(env.step, in_axes=(0, 0, 0, None)))
+
+
 def make_ppo(
     config: Config, env, env_params, *, num_envs: Optional[int] = None,
     axis_name: Optional[str] = None,
@@ -166,14 +190,9 @@ def make_ppo(
     batch_size = num_envs * num_steps
     minibatch_size = batch_size // num_minibatches
     early_stop = ppo.target_kl is not None
-    spec = check_env(env, env_params, config)
-    env = wrap_env(env, config.env, env_params)
-    policy = ActionDistribution(spec)
-    obs_space = env.observation_space(env_params)
-    obs_shape = obs_space.shape
-    network = make_network(config, spec, obs_space)
-    reset_envs = jax.vmap(env.reset, in_axes=(0, None))
-    step_envs = jax.vmap(env.step, in_axes=(0, 0, 0, None))
+    agent = make_agent(config, env, env_params)
+    spec, obs_shape, policy, network = agent.spec, agent.obs_shape, agent.policy, agent.network
+    reset_envs, step_envs = agent.reset_envs, agent.step_envs
     env_config = config.env
     observe = functools.partial(network_input, env_config)
 

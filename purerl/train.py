@@ -218,14 +218,10 @@ def _params_from(run_dir: Path, like):
     import jax
     import numpy as np
 
-    from purerl.checkpoint import final_checkpoint, load_config
-    from purerl.ppo import make_program
+    from purerl.checkpoint import restore_run
 
-    checkpoints, update = final_checkpoint(run_dir)
-    source = load_config(checkpoints.restore_record(update))
-    abstract = jax.eval_shape(make_program(source).init, jax.random.key(0))
-    params = checkpoints.restore(update, abstract)[0].params
-    checkpoints.close()
+    saved = restore_run(run_dir)
+    source, params = saved.config, saved.state.params
     num_seeds = jax.tree.leaves(like)[0].shape[0]
     if source.num_seeds not in (1, num_seeds):
         raise ConfigError(f"init_from={run_dir}: it has {source.num_seeds} seeds, this run "
@@ -420,8 +416,9 @@ def _summary(config: Config, history, status: str, num_devices: int, compile_s: 
     """summary.json: `steps_run` env steps (all seeds) were trained in `train_s` seconds."""
     from purerl.logging import json_number
 
-    per_seed = [None if r is None else json_number(r) for r in history.final_returns()]
-    finite = [r for r in history.final_returns() if r is not None]
+    finals = history.final_returns()
+    per_seed = [None if r is None else json_number(r) for r in finals]
+    finite = [r for r in finals if r is not None]
     return {
         "env": config.env.name,
         "status": status,

@@ -16,8 +16,7 @@ import pytest
 from conftest import REPO, run_cli
 from test_logging import PNG_MAGIC, read_events, read_scalars
 
-from purerl.checkpoint import CHECKPOINTS, Checkpoints, final_checkpoint, load_config
-from purerl.ppo import make_program
+from purerl.checkpoint import CHECKPOINTS, Checkpoints, restore_run
 
 # 4 envs x 32 steps = 128 env steps per update.
 TINY = ["+env=cartpole", "ppo.num_steps=32", "ppo.num_epochs=2", "ppo.num_minibatches=2",
@@ -29,12 +28,8 @@ def _rows(run_dir):
 
 
 def _final_state(run_dir, which="final"):
-    checkpoints, update = final_checkpoint(run_dir, which)
-    config = load_config(checkpoints.restore_record(update))
-    like = jax.eval_shape(make_program(config).init, jax.random.key(0))
-    state, record = checkpoints.restore(update, like)
-    checkpoints.close()
-    return update, state, record
+    saved = restore_run(run_dir, which)
+    return saved.update, saved.state, saved.record
 
 
 def _summary(run_dir):
