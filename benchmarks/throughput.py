@@ -4,8 +4,9 @@
     python benchmarks/throughput.py --num-envs 4096 16384 --out results/throughput_gpu.json
 
 For each num_envs: compile time of the whole-run program, its steady-state training env
-steps/s (the best of --repeats runs, compile excluded), and the env steps/s of the same envs
-stepped with random actions (vmapped over envs, scanned over time, no learning). Writes a JSON
+steps/s (compile excluded), and the env steps/s of the same envs stepped with random actions
+(vmapped over envs, scanned over time, no learning); each is the best of --repeats runs, the
+programs taking turns. Writes a JSON
 file and a PNG plot next to it. Other settings are PureJaxRL's CartPole ones (128 steps,
 4 epochs x 4 minibatches, two 64x64 tanh towers).
 """
@@ -69,14 +70,18 @@ def raw_env_program(env, env_params, num_envs: int, num_steps: int, num_rollouts
     return run
 
 
-def timed(compiled, key, repeats: int):
-    """(best wall time, last output) of `repeats` calls of an already-compiled function."""
-    best = float("inf")
+def timed(programs: dict, key, repeats: int) -> tuple[dict, dict]:
+    """(best wall time, last output) of each already-compiled program, called in turn
+    `repeats` times (interleaved, so that a slow spell of this shared machine hits all of them
+    alike instead of one)."""
+    best = {name: float("inf") for name in programs}
+    outputs = {}
     for i in range(repeats):
-        start = time.perf_counter()
-        out = jax.block_until_ready(compiled(jax.random.fold_in(key, i)))
-        best = min(best, time.perf_counter() - start)
-    return best, out
+        for name, compiled in programs.items():
+            start = time.perf_counter()
+            outputs[name] = jax.block_until_ready(compiled(jax.random.fold_in(key, i)))
+            best[name] = min(best[name], time.perf_counter() - start)
+    return best, outputs
 
 
 def measure(env_name: str, num_envs: int, timesteps: int, min_updates: int, repeats: int) -> dict:
@@ -86,17 +91,18 @@ def measure(env_name: str, num_envs: int, timesteps: int, min_updates: int, repe
     key = jax.random.key(0)
 
     env, env_params = make_env(config.env)
-    raw_s, scalar_s = (
-        timed(jax.jit(raw_env_program(env, env_params, num_envs, config.ppo.num_steps,
-                                      config.num_updates, collect)).lower(key).compile(),
-              key, repeats)[0]
-        for collect in (True, False)
-    )
+    programs = {
+        name: jax.jit(raw_env_program(env, env_params, num_envs, config.ppo.num_steps,
+                                      config.num_updates, collect)).lower(key).compile()
+        for name, collect in (("raw", True), ("scalar", False))
+    }
     # The raw programs compiled first, so JAX's one-time start-up costs are not counted here.
     start = time.perf_counter()
-    train = jax.jit(make_train(config)).lower(key).compile()
+    programs["train"] = jax.jit(make_train(config)).lower(key).compile()
     compile_s = time.perf_counter() - start
-    train_s, (_, metrics) = timed(train, key, repeats)
+    best, outputs = timed(programs, key, repeats)
+    raw_s, scalar_s, train_s = best["raw"], best["scalar"], best["train"]
+    _, metrics = outputs["train"]
     final_return = final_returns(np.asarray(metrics.episode_return_sum),
                                  np.asarray(metrics.episode_count))[0]
     env_steps = config.num_updates * config.batch_size
@@ -143,7 +149,7 @@ def main() -> None:
     parser.add_argument("--num-envs", type=int, nargs="+", default=[4, 64, 1024])
     parser.add_argument("--timesteps", type=int, default=500_000)
     parser.add_argument("--min-updates", type=int, default=8)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--out", type=Path, default=RESULTS / "throughput.json")
     args = parser.parse_args()
 

@@ -9,9 +9,10 @@ Temperature tau scales logits by 1 / tau or the std by tau; tau = 0 gives the mo
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
-from typing import Tuple
+from typing import Callable, Tuple
 
 import jax
 import jax.numpy as jnp
@@ -21,22 +22,54 @@ from purerl.spaces import ActionSpec
 LOG_2PI = math.log(2.0 * math.pi)
 
 
+# Up to this many choices, reductions over a categorical's choices are written as elementwise
+# ops over its columns. XLA:CPU fuses those with the ops around them, where a reduction over a
+# short last axis is a kernel of its own: a few fewer kernel calls in every rollout step.
+UNROLLED_MAX_CHOICES = 8
+
+
+def _columns(x: jax.Array) -> list:
+    return [x[..., i] for i in range(x.shape[-1])]
+
+
+def _reduce_choices(x: jax.Array, op: Callable, reduction: Callable) -> jax.Array:
+    """`reduction(x, axis=-1)`, as a chain of the elementwise `op` for few choices."""
+    if x.shape[-1] > UNROLLED_MAX_CHOICES:
+        return reduction(x, axis=-1)
+    return functools.reduce(op, _columns(x))
+
+
 def categorical_mode(logits: jax.Array) -> jax.Array:
-    return jnp.argmax(logits, axis=-1).astype(jnp.int32)
+    """argmax over the last axis (the first index among ties), int32 `[...]`."""
+    if logits.shape[-1] > UNROLLED_MAX_CHOICES:
+        return jnp.argmax(logits, axis=-1).astype(jnp.int32)
+    columns = _columns(logits)
+    best, index = columns[0], jnp.zeros(logits.shape[:-1], jnp.int32)
+    for i, column in enumerate(columns[1:], start=1):
+        better = column > best
+        best, index = jnp.where(better, column, best), jnp.where(better, i, index)
+    return index
+
+
+def categorical_log_softmax(logits: jax.Array) -> jax.Array:
+    """log softmax over the last axis, `[..., n] -> [..., n]` (as `jax.nn.log_softmax`)."""
+    shifted = logits - jax.lax.stop_gradient(
+        _reduce_choices(logits, jnp.maximum, jnp.max))[..., None]
+    return shifted - jnp.log(_reduce_choices(jnp.exp(shifted), jnp.add, jnp.sum))[..., None]
 
 
 def categorical_log_prob(logits: jax.Array, action: jax.Array) -> jax.Array:
     """log softmax(logits)[action], `[..., n]`, `[...]` -> `[...]`."""
     # A one-hot mask rather than a gather: it fuses with the softmax, and its gradient is not a
     # scatter (which XLA:CPU runs as a separate, slow op).
-    log_probs = jax.nn.log_softmax(logits, axis=-1)
+    log_probs = categorical_log_softmax(logits)
     one_hot = action[..., None].astype(jnp.int32) == jnp.arange(logits.shape[-1])
-    return jnp.sum(jnp.where(one_hot, log_probs, 0.0), axis=-1)
+    return _reduce_choices(jnp.where(one_hot, log_probs, 0.0), jnp.add, jnp.sum)
 
 
 def categorical_entropy(logits: jax.Array) -> jax.Array:
-    log_probs = jax.nn.log_softmax(logits, axis=-1)
-    return -jnp.sum(jnp.exp(log_probs) * log_probs, axis=-1)
+    log_probs = categorical_log_softmax(logits)
+    return -_reduce_choices(jnp.exp(log_probs) * log_probs, jnp.add, jnp.sum)
 
 
 @dataclass(frozen=True)

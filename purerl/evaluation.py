@@ -95,7 +95,7 @@ def make_evaluator(config: Config, env, env_params) -> "Evaluator":
         policy_out, _ = network.apply(params, network_input(config.env, obs_stats, obs))
         action = policy.sample(policy_out, policy.noise(action_key, (num,)), temperature)
         obs, env_state, reward, terminated, truncated, _ = step_envs(
-            jax.random.split(env_key, num), env_state, spec.to_env(action), env_params)
+            jax.random.split(env_key, num), env_state, spec.to_env(action), env_params, None)
         return obs, env_state, reward.astype(jnp.float32), terminated | truncated
 
     def evaluate(params, obs_stats: RunningMeanStd, key: jax.Array) -> EvalResult:

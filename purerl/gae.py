@@ -42,12 +42,14 @@ def compute_gae(
     deltas = rewards.astype(dtype) + gamma * not_terminated * next_values - values
     decays = gamma * gae_lambda * not_ended
 
-    def backward(carry, step):
-        delta, decay = step
-        advantage = delta + decay * carry
-        return advantage, advantage
+    def combine(later, earlier):
+        # Each step is the affine map A -> delta + decay * A of the next step's advantage;
+        # `earlier` after `later` is their composition.
+        later_decay, later_delta = later
+        earlier_decay, earlier_delta = earlier
+        return earlier_decay * later_decay, earlier_delta + earlier_decay * later_delta
 
-    _, advantages = jax.lax.scan(
-        backward, jnp.zeros_like(values[0]), (deltas, decays), reverse=True
-    )
+    # A parallel prefix over time (log T levels of whole-array ops) rather than a T-step loop,
+    # whose per-step kernel calls dominate on CPU; the same sums up to float rounding.
+    _, advantages = jax.lax.associative_scan(combine, (decays, deltas), reverse=True)
     return advantages, advantages + values

@@ -40,22 +40,20 @@ def ppo_loss(
     surrogate = jnp.minimum(
         ratio * advantages, jnp.clip(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * advantages
     )
-    policy_loss = -surrogate.mean()
     value_error = jnp.square(value - returns)
     if clip_value:
         clipped = old_value + jnp.clip(value - old_value, -clip_eps, clip_eps)
         value_error = jnp.maximum(value_error, jnp.square(clipped - returns))
-    value_loss = 0.5 * value_error.mean()
-    mean_entropy = entropy.mean()
+    # All five means in one reduction (one kernel instead of five on CPU).
+    policy_loss, value_loss, mean_entropy, approx_kl, clip_frac = jnp.stack([
+        -surrogate,
+        0.5 * value_error,
+        entropy,
+        jax.lax.stop_gradient((ratio - 1.0) - log_ratio),
+        jax.lax.stop_gradient((jnp.abs(ratio - 1.0) > clip_eps).astype(ratio.dtype)),
+    ]).mean(axis=-1)
     loss = policy_loss + vf_coef * value_loss - ent_coef * mean_entropy
-    info = LossInfo(
-        policy_loss=policy_loss,
-        value_loss=value_loss,
-        entropy=mean_entropy,
-        approx_kl=jax.lax.stop_gradient(((ratio - 1.0) - log_ratio).mean()),
-        clip_frac=jax.lax.stop_gradient((jnp.abs(ratio - 1.0) > clip_eps).mean()),
-    )
-    return loss, info
+    return loss, LossInfo(policy_loss, value_loss, mean_entropy, approx_kl, clip_frac)
 
 
 def normalize_advantages(advantages: jax.Array, axis_name: Optional[str] = None) -> jax.Array:

@@ -28,17 +28,44 @@ def _dense(features: int, scale: float) -> nn.Dense:
                     bias_init=nn.initializers.zeros)
 
 
+def _stacked(init: Callable) -> Callable:
+    """An initializer of `[towers, *shape]` that initializes each tower's `shape` by `init`."""
+
+    def stacked_init(key, shape, dtype=jnp.float32):
+        # One call per tower, not a vmap: a batched orthogonal init is a batched QR, and on
+        # several CPU devices its LAPACK kernel waits for pool threads that are all busy
+        # (a hang seen with 2 forced devices on 2 cores).
+        return jnp.stack([init(k, shape[1:], dtype) for k in jax.random.split(key, shape[0])])
+
+    return stacked_init
+
+
 class MLP(nn.Module):
-    """Dense layers with orthogonal init (gain sqrt 2): `[..., D] -> [..., hidden_sizes[-1]]`."""
+    """Dense layers with orthogonal init (gain sqrt 2): `[N, D] -> [N, hidden_sizes[-1]]`.
+
+    With `num_towers = K > 1`, K separate MLPs of the same sizes over the same input, run as one
+    batched MLP: `[N, D] -> [K, N, hidden_sizes[-1]]`, kernels `[K, in, out]`. Each tower is
+    initialized and trained as its own MLP would be; batching halves the kernel calls of two
+    towers, which is most of their cost at small batch sizes.
+    """
 
     hidden_sizes: Sequence[int]
     activation: str = "tanh"
+    num_towers: int = 1
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         act = ACTIVATION_FNS[self.activation]
-        for size in self.hidden_sizes:
-            x = act(_dense(size, np.sqrt(2.0))(x))
+        if self.num_towers == 1:
+            for size in self.hidden_sizes:
+                x = act(_dense(size, np.sqrt(2.0))(x))
+            return x
+        x = jnp.broadcast_to(x, (self.num_towers, *x.shape))
+        for i, size in enumerate(self.hidden_sizes):
+            kernel = self.param(f"kernel_{i}", _stacked(nn.initializers.orthogonal(np.sqrt(2.0))),
+                                (self.num_towers, x.shape[-1], size))
+            bias = self.param(f"bias_{i}", nn.initializers.zeros, (self.num_towers, 1, size))
+            x = act(jnp.einsum("knd,kdh->knh", x, kernel) + bias)
         return x
 
 
@@ -129,20 +156,28 @@ class ActorCritic(nn.Module):
     obs_low: Sequence[float] = ()
     obs_high: Sequence[float] = ()
 
-    def _torso(self) -> nn.Module:
+    def _torso(self, num_towers: int = 1) -> nn.Module:
         if self.conv_channels:
             return CNN(self.conv_channels, self.conv_kernel, self.conv_stride, self.hidden_sizes,
                        self.activation)
-        mlp = MLP(self.hidden_sizes, self.activation)
+        mlp = MLP(self.hidden_sizes, self.activation, num_towers)
         if self.vocab_size:
             return nn.Sequential([Tokenizer(self.obs_low, self.obs_high, self.vocab_size,
                                             self.embed_dim), mlp])
         return mlp
 
+    @property
+    def _batched_towers(self) -> bool:
+        """Separate policy and value MLPs over raw inputs run as one two-tower MLP."""
+        return not (self.shared or self.conv_channels or self.vocab_size)
+
     def setup(self):
-        self.policy_torso = self._torso()
-        if not self.shared:
-            self.value_torso = self._torso()
+        if self._batched_towers:
+            self.towers = self._torso(num_towers=2)
+        else:
+            self.policy_torso = self._torso()
+            if not self.shared:
+                self.value_torso = self._torso()
         self.policy_head = _dense(self.num_outputs, 0.01)
         self.value_head = _dense(1, 1.0)
         if self.gaussian:
@@ -156,17 +191,22 @@ class ActorCritic(nn.Module):
         image = obs_shape if len(obs_shape) == 3 else (*obs_shape, 1)
         return obs.reshape(math.prod(batch), *image).astype(jnp.float32)
 
+    def _features(self, x: jax.Array) -> Tuple[jax.Array, jax.Array]:
+        """(policy features, value features), each `[N, F]`."""
+        if self._batched_towers:
+            towers = self.towers(x)
+            return towers[0], towers[1]
+        policy_features = self.policy_torso(x)
+        return policy_features, policy_features if self.shared else self.value_torso(x)
+
     def __call__(self, obs: jax.Array, batch_ndim: int = 1) -> Tuple[Any, jax.Array]:
         batch = obs.shape[:batch_ndim]
-        x = self._flat(obs, batch_ndim)
-        policy_features = self.policy_torso(x)
-        value_features = policy_features if self.shared else self.value_torso(x)
+        policy_features, value_features = self._features(self._flat(obs, batch_ndim))
         head = self.policy_head(policy_features).reshape(*batch, -1)
         policy = (head, jnp.broadcast_to(self.log_std, head.shape)) if self.gaussian else head
         return policy, self.value_head(value_features).reshape(batch)
 
     def value(self, obs: jax.Array, batch_ndim: int = 1) -> jax.Array:
         """The critic alone: `[*batch, *obs_shape] -> [*batch]`."""
-        x = self._flat(obs, batch_ndim)
-        features = self.policy_torso(x) if self.shared else self.value_torso(x)
+        _, features = self._features(self._flat(obs, batch_ndim))
         return self.value_head(features).reshape(obs.shape[:batch_ndim])

@@ -19,7 +19,7 @@ from jax.sharding import PartitionSpec as P
 
 from purerl.config import Config, validate
 from purerl.distributions import ActionDistribution
-from purerl.envs import check_env, make_env, wrap_env
+from purerl.envs import check_env, make_env, takes_drawn_resets, wrap_env
 from purerl.envs.normalization import (
     Normalizer, init_normalizer, network_input, scale_rewards, update_running_stats,
 )
@@ -99,10 +99,10 @@ class PPO(NamedTuple):
 
 
 class _LearnerCarry(NamedTuple):
-    params: Any
+    params: Any  # raveled `[P]` inside the scan, the tree once it is done
     opt_state: Any
     stopped: jax.Array  # bool [], target KL exceeded: skip the remaining steps
-    info_sum: LossInfo  # summed over the minibatches whose loss was computed
+    info_sum: jax.Array  # [5], the LossInfo fields summed over the minibatches computed
     computed: jax.Array  # int32 []
     taken: jax.Array  # int32 [], optimizer steps applied
     nonfinite: jax.Array  # int32 [], NaN-guard bits of the loss and gradients seen
@@ -117,14 +117,35 @@ def _all_finite(tree) -> jax.Array:
 def make_optimizer(max_grad_norm, lr) -> optax.GradientTransformation:
     """Global-norm clipping then Adam (eps 1e-5); the arguments may be traced arrays.
 
-    The optimizer works on all parameters raveled into one vector (`optax.flatten`): the same
-    math, but one fused update instead of a handful of small kernels per parameter leaf.
+    It works on all parameters raveled into one vector (`ravel_pytree`): the same math as on
+    the tree, but one fused update instead of a handful of small kernels per parameter leaf.
     """
-    return optax.flatten(optax.chain(
+    return optax.chain(
         optax.clip_by_global_norm(max_grad_norm),
         optax.scale_by_adam(eps=1e-5),
         optax.scale_by_learning_rate(lr),
-    ))
+    )
+
+
+# Up to this many index bits, `random_permutations` packs a random key and the index into one
+# uint32 (at least 19 random bits: about 32 tied pairs among 8192 indices, each kept in index
+# order, where a separate key array would order them at random).
+_PACKED_SORT_MAX_INDEX_BITS = 13
+
+
+def random_permutations(key: jax.Array, num: int, size: int) -> jax.Array:
+    """`[num, size]` int32, each row a random permutation of `range(size)`.
+
+    Small sizes sort one uint32 array (random high bits, the index in the low bits): XLA:CPU
+    sorts a single primitive array with its fast path, where `jax.random.permutation`'s
+    key-value sort calls a comparator per comparison (about 4x slower for 4 x 512).
+    """
+    index_bits = max(size - 1, 1).bit_length()
+    if index_bits > _PACKED_SORT_MAX_INDEX_BITS:
+        return jax.vmap(lambda k: jax.random.permutation(k, size))(jax.random.split(key, num))
+    bits = jax.random.bits(key, (num, size), jnp.uint32)
+    packed = (bits >> index_bits << index_bits) | jnp.arange(size, dtype=jnp.uint32)
+    return (jax.lax.sort(packed, dimension=1) & ((1 << index_bits) - 1)).astype(jnp.int32)
 
 
 def convert_key(key: jax.Array, impl: str) -> jax.Array:
@@ -156,26 +177,33 @@ def make_network(config: Config, spec: ActionSpec, obs_space) -> ActorCritic:
 
 class Agent(NamedTuple):
     """What training and evaluation share: the env's action spec, the policy's distribution,
-    the network, and the env as the trainer steps it (wrapped: one-hot, frame stack, episode
-    stats) vmapped over envs."""
+    the network, and the env as the trainer steps it (wrapped: auto-reset, one-hot, frame
+    stack, episode stats) vmapped over envs."""
 
     spec: ActionSpec
     obs_shape: Tuple[int, ...]  # of the wrapped env's observations
     policy: ActionDistribution
     network: ActorCritic
     reset_envs: Callable  # (keys [B], env_params) -> (obs [B, ...], env_state [B])
-    step_envs: Callable  # (keys [B], env_state [B], action [B], env_params) -> six values [B]
+    # (keys [B], env_state [B], action [B], env_params, resets) -> six values [B]; `resets`
+    # (from `draw_resets`, or None to draw them inside) are the base env's (obs, state) [B]
+    step_envs: Callable
+    draw_resets: Optional[Callable]  # (keys [B], env_params) -> resets; None: env can't take them
 
 
 def make_agent(config: Config, env, env_params) -> Agent:
     """Checks the env's spaces (raises ConfigError) and builds the shared pieces."""
     spec = check_env(env, env_params, config)
-    env = wrap_env(env, config.env, env_params)
-    obs_space = env.observation_space(env_params)
+    wrapped = wrap_env(env, config.env, env_params)
+    obs_space = wrapped.observation_space(env_params)
+    draw_resets = None
+    if takes_drawn_resets(env):
+        draw_resets = jax.vmap(lambda key, params: env.reset_env(key, params), in_axes=(0, None))
     return Agent(spec, tuple(obs_space.shape), ActionDistribution(spec),
                  make_network(config, spec, obs_space),
-                 jax.vmap(env.reset, in_axes=(0, None)),
-                 jax.vmap(env.step, in_axes=(0, 0, 0, None)))
+                 jax.vmap(wrapped.reset, in_axes=(0, None)),
+                 jax.vmap(wrapped.step, in_axes=(0, 0, 0, None, 0)),
+                 draw_resets)
 
 
 def make_ppo(
@@ -203,6 +231,21 @@ def make_ppo(
         flat, unravel = ravel_pytree(tree)
         return unravel(jax.lax.pmean(flat, axis_name))
 
+    def varying(tree):
+        """`tree` typed as per-device values (`shard_map`'s varying), as the envs' states must
+        be to stay the carry of a scan, and the parameters are made for the gradient (their
+        gradient then stays per device, without an implicit all-reduce in the backward pass;
+        `pmean` averages it in one)."""
+        if axis_name is None:
+            return tree
+
+        def cast(x):
+            if axis_name in jax.typeof(x).manual_axis_type.varying:
+                return x
+            return jax.lax.pcast(x, axis_name, to="varying")
+
+        return jax.tree.map(cast, tree)
+
     def psum(x):
         return x if axis_name is None else jax.lax.psum(x, axis_name)
 
@@ -213,27 +256,35 @@ def make_ppo(
         key = convert_key(key, config.prng_impl)
         key, params_key, env_key = jax.random.split(key, 3)
         params = network.init(params_key, jnp.zeros((1, *obs_shape), jnp.float32))
-        opt_state = make_optimizer(hparams.max_grad_norm, hparams.lr).init(params)
+        opt_state = make_optimizer(hparams.max_grad_norm, hparams.lr).init(
+            ravel_pytree(params)[0])
         env_keys = jax.random.split(device_key(env_key), num_envs)
-        obs, env_state = reset_envs(env_keys, env_params)
+        obs, env_state = varying(reset_envs(env_keys, env_params))
         normalizer = init_normalizer(obs_shape, num_envs)
+        normalizer = normalizer._replace(returns=varying(normalizer.returns))
         return RunnerState(params, opt_state, env_state, obs, normalizer, key, jnp.int32(0),
                            hparams)
 
     def rollout(params, env_state, obs, obs_stats, key) -> Tuple[Any, jax.Array, Transition]:
         # All of the rollout's randomness is drawn up front, outside the scan: on CPU every
-        # random op inside the loop costs a small loop of its own per step.
-        action_key, env_key = jax.random.split(key)
+        # random op inside the loop costs a small loop of its own per step. That includes the
+        # envs' auto-resets when the env can take them (`Agent.draw_resets`).
+        action_key, env_key, reset_key = jax.random.split(key, 3)
         noises = policy.noise(action_key, (num_steps, num_envs))
         env_keys = jax.random.split(env_key, num_steps * num_envs).reshape(num_steps, num_envs)
+        resets = None
+        if agent.draw_resets is not None:
+            reset_keys = jax.random.split(reset_key, num_steps * num_envs)
+            resets = jax.tree.map(lambda x: x.reshape(num_steps, num_envs, *x.shape[1:]),
+                                  agent.draw_resets(reset_keys, env_params))
 
-        def step(carry, noise):
+        def step(carry, inputs):
             env_state, obs = carry
-            action_noise, env_keys = noise
+            action_noise, env_keys, resets = inputs
             policy_out, value = network.apply(params, observe(obs_stats, obs))
             action = policy.sample(policy_out, action_noise)
             next_obs, env_state, reward, terminated, truncated, info = step_envs(
-                env_keys, env_state, spec.to_env(action), env_params
+                env_keys, env_state, spec.to_env(action), env_params, resets
             )
             transition = Transition(
                 obs, action, policy.log_prob(policy_out, action), value,
@@ -242,7 +293,8 @@ def make_ppo(
             )
             return (env_state, next_obs), transition
 
-        (env_state, obs), transitions = jax.lax.scan(step, (env_state, obs), (noises, env_keys))
+        (env_state, obs), transitions = jax.lax.scan(step, (env_state, obs),
+                                                     (noises, env_keys, resets))
         return env_state, obs, transitions
 
     def minibatch_loss(params, minibatch, hp: HyperParams):
@@ -255,15 +307,19 @@ def make_ppo(
             clip_value=ppo.clip_value,
         )
 
-    grad_fn = jax.value_and_grad(minibatch_loss, has_aux=True)
-
     def learn(params, opt_state, batch, key, hp: HyperParams) -> _LearnerCarry:
-        """All epochs x minibatches as one scan over pre-shuffled minibatches `[E*M, mb, ...]`."""
+        """All epochs x minibatches as one scan over pre-shuffled minibatches `[E*M, mb, ...]`.
+
+        The scan carries the parameters raveled into one vector `[P]`, the optimizer's own
+        layout: each step then unravels them once for the network (slices that fuse into its
+        matmuls) and updates them in one fused op.
+        """
         optimizer = make_optimizer(hp.max_grad_norm, hp.lr)
-        perms = jax.vmap(lambda k: jax.random.permutation(k, batch_size))(
-            jax.random.split(key, num_epochs)
-        )
-        indices = perms.reshape(num_epochs * num_minibatches, minibatch_size)
+        flat_params, unravel = ravel_pytree(params)
+        grad_fn = jax.value_and_grad(
+            lambda flat, minibatch: minibatch_loss(unravel(flat), minibatch, hp), has_aux=True)
+        indices = random_permutations(key, num_epochs, batch_size).reshape(
+            num_epochs * num_minibatches, minibatch_size)
         obs, action, log_prob, value, advantages, returns = jax.tree.map(
             lambda x: x[indices], batch)
         # Advantages are normalized per minibatch, all minibatches at once (one all-reduce).
@@ -271,13 +327,13 @@ def make_ppo(
                        normalize_advantages(advantages, axis_name), returns)
 
         def take_step(carry: _LearnerCarry, minibatch) -> _LearnerCarry:
-            (_, info), grads = grad_fn(carry.params, minibatch, hp)
+            (_, info), grads = grad_fn(varying(carry.params), minibatch)
             grads, info = pmean((grads, info))
             loss_ok = jnp.isfinite(info.policy_loss + info.value_loss + info.entropy)
-            grads_ok = jnp.isfinite(optax.tree.norm(grads))
+            grads_ok = jnp.isfinite(optax.tree.norm(grads))  # the norm clipping computes too
             nonfinite = carry.nonfinite | jnp.where(loss_ok, 0, 1) | jnp.where(grads_ok, 0, 2)
-            updates, opt_state = optimizer.update(grads, carry.opt_state, carry.params)
-            params = optax.apply_updates(carry.params, updates)
+            updates, opt_state = optimizer.update(grads, carry.opt_state)
+            params = carry.params + updates
             exceeded = info.approx_kl > 1.5 * hp.target_kl
             if early_stop:  # this step's KL is already too far: keep the old params
                 params, opt_state = jax.tree.map(
@@ -286,7 +342,7 @@ def make_ppo(
                 )
             return _LearnerCarry(
                 params, opt_state, exceeded,
-                jax.tree.map(jnp.add, carry.info_sum, info),
+                carry.info_sum + jnp.stack(info),
                 carry.computed + 1, carry.taken + jnp.int32(~exceeded), nonfinite,
             )
 
@@ -297,12 +353,11 @@ def make_ppo(
                 carry = take_step(carry, minibatch)
             return carry, None
 
-        zero = jnp.float32(0.0)
-        carry = _LearnerCarry(params, opt_state, jnp.bool_(False),
-                              LossInfo(zero, zero, zero, zero, zero), jnp.int32(0), jnp.int32(0),
+        carry = _LearnerCarry(flat_params, opt_state, jnp.bool_(False),
+                              jnp.zeros(len(LossInfo._fields)), jnp.int32(0), jnp.int32(0),
                               jnp.int32(0))
         carry, _ = jax.lax.scan(minibatch_step, carry, minibatches)
-        return carry
+        return carry._replace(params=unravel(carry.params))
 
     def update(state: RunnerState) -> Tuple[RunnerState, Metrics]:
         hp = scheduled_hyperparams(config, state.hparams, state.update)
@@ -327,11 +382,8 @@ def make_ppo(
             flat, (observe(normalizer.obs, tr.obs), tr.action, tr.log_prob, tr.value,
                    advantages, returns)
         )
-        if env_config.normalize_obs:
-            normalizer = normalizer._replace(
-                obs=update_running_stats(normalizer.obs, flat(tr.obs), axis_name))
         learned = learn(state.params, state.opt_state, learner_batch, device_key(shuffle_key), hp)
-        info = jax.tree.map(lambda x: x / jnp.maximum(learned.computed, 1), learned.info_sum)
+        info = LossInfo(*(learned.info_sum / jnp.maximum(learned.computed, 1)))
 
         value_mean, return_mean = pmean((tr.value.mean(), returns.mean()))
         residual_var, return_var = pmean(
@@ -339,10 +391,14 @@ def make_ppo(
              jnp.square(returns - return_mean).mean())
         )
         done = tr.episode_done
+        episode_sums = psum((jnp.where(done, tr.episode_return, 0.0).sum(),
+                             jnp.where(done, tr.episode_length, 0).sum(), done.sum()))
+        if env_config.normalize_obs:
+            normalizer = normalizer._replace(
+                obs=update_running_stats(normalizer.obs, flat(tr.obs), axis_name))
         metrics = Metrics(
-            episode_return_sum=psum(jnp.where(done, tr.episode_return, 0.0).sum()),
-            episode_length_sum=psum(jnp.where(done, tr.episode_length, 0).sum()),
-            episode_count=psum(done.sum()),
+            episode_return_sum=episode_sums[0], episode_length_sum=episode_sums[1],
+            episode_count=episode_sums[2],
             policy_loss=info.policy_loss, value_loss=info.value_loss, entropy=info.entropy,
             approx_kl=info.approx_kl, clip_frac=info.clip_frac,
             explained_variance=jnp.where(return_var > 0, 1.0 - residual_var / return_var, 0.0),
@@ -405,8 +461,16 @@ def make_program(config: Config, chunk: Optional[int] = None) -> Program:
 
         return jax.lax.fori_loop(0, num, body, (state, buffer))
 
-    def train_one(key, hparams):
-        return jax.lax.scan(lambda s, _: ppo.update(s), ppo.init(key, hparams), None, num_updates)
+    def init_seeds(keys, hparams):
+        # One seed after another, not vmapped: a vmapped orthogonal init is a batched QR, whose
+        # LAPACK kernel can wait forever for XLA:CPU's pool threads when they are all busy.
+        return jax.lax.map(lambda args: ppo.init(*args), (keys, hparams))
+
+    def train_updates(state):
+        return jax.lax.scan(lambda s, _: ppo.update(s), state, None, num_updates)
+
+    def train_seeds(keys, hparams):
+        return map_seeds(train_updates, num_seeds)(init_seeds(keys, hparams))
 
     mesh = make_mesh(num_devices)
     replicated, env_sharded = P(), P(None, DEVICE_AXIS)  # env leaves are [S, B, ...]
@@ -415,10 +479,10 @@ def make_program(config: Config, chunk: Optional[int] = None) -> Program:
                              obs=env_sharded, normalizer=normalizer_spec, key=replicated, update=replicated,
                              hparams=replicated)
     shard = functools.partial(shard_over_devices, mesh=mesh)
-    init = shard(map_seeds(ppo.init, num_seeds), in_specs=(replicated, replicated), out_specs=state_spec)
+    init = shard(init_seeds, in_specs=(replicated, replicated), out_specs=state_spec)
     run = shard(map_seeds(run_one, num_seeds, in_axes=(0, None)),
                 in_specs=(state_spec, replicated), out_specs=(state_spec, replicated))
-    train = shard(map_seeds(train_one, num_seeds), in_specs=(replicated, replicated),
+    train = shard(train_seeds, in_specs=(replicated, replicated),
                   out_specs=(state_spec, replicated))
     return Program(
         init=lambda key: init(seed_keys(key), seed_hparams()),

@@ -181,9 +181,9 @@ class NoisyObs(environment.Environment):
 
 
 class NaNChain(Chain):
-    """Chain whose reward is NaN with probability 0.0005 per step: the NaN guard's test."""
+    """Chain whose reward is NaN with probability 0.0002 per step: the NaN guard's test."""
 
     def step_env(self, key, state, action, params):
         obs, state, reward, terminated, info = super().step_env(key, state, action, params)
-        reward = jnp.where(jax.random.uniform(key) < 0.0005, jnp.nan, reward)
+        reward = jnp.where(jax.random.uniform(key) < 0.0002, jnp.nan, reward)
         return obs, state, reward, terminated, info

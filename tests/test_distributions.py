@@ -3,6 +3,7 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from gymnax.environments import spaces
 
 from purerl.distributions import (ActionDistribution, categorical_entropy,
@@ -62,3 +63,25 @@ def test_gaussian_closed_forms_and_temperature():
         np.testing.assert_allclose(samples.mean(axis=0), [0.5, -1.0], atol=0.03)
     np.testing.assert_array_equal(dist.sample(out, noise, 0.0)[:2], np.broadcast_to(mean, (2, 2)))
     np.testing.assert_array_equal(dist.mode((mean, log_std)), mean)
+
+
+@pytest.mark.parametrize("num_choices", [2, 5, 8, 9, 20])
+def test_categorical_reductions_match_jax_for_few_and_many_choices(num_choices):
+    """Up to UNROLLED_MAX_CHOICES the reductions over the choices are written column by column;
+    both ways must agree with jax.nn / jnp, ties included (the first maximal index wins)."""
+    from purerl.distributions import categorical_log_softmax
+
+    logits = jax.random.normal(jax.random.key(num_choices), (64, num_choices)) * 3.0
+    logits = logits.at[0].set(1.0)  # all tied
+    action = jax.random.randint(jax.random.key(1), (64,), 0, num_choices)
+    log_probs = jax.nn.log_softmax(logits)
+    np.testing.assert_allclose(categorical_log_softmax(logits), log_probs, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(categorical_log_prob(logits, action),
+                               jnp.take_along_axis(log_probs, action[:, None], -1)[:, 0],
+                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(categorical_entropy(logits),
+                               -(jnp.exp(log_probs) * log_probs).sum(-1), rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(categorical_mode(logits), jnp.argmax(logits, -1))
+    grad = jax.grad(lambda x: categorical_log_prob(x, action).sum())(logits)
+    np.testing.assert_allclose(grad, jax.nn.one_hot(action, num_choices) - jnp.exp(log_probs),
+                               rtol=1e-5, atol=1e-6)

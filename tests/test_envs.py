@@ -129,3 +129,43 @@ def test_dict_observations_are_a_clear_error():
 
     with pytest.raises(ConfigError, match="observation space Dict.* is not supported"):
         check_env(DictObs(), None, Config(env=EnvConfig(name="custom:DictObs")))
+
+
+@pytest.mark.parametrize("name", ["CartPole-v1", "Acrobot-v1", "SpaceInvaders-MinAtar"])
+def test_auto_reset_with_a_drawn_reset_is_gymnax_step(name):
+    """gymnax's step splits its key into (step key, reset key); given the reset drawn with the
+    reset key, `AutoReset` must reproduce it, also on the steps where episodes end (up to float
+    rounding: gymnax's step is jitted, this one runs op by op)."""
+    from purerl.envs import AutoReset, takes_drawn_resets
+
+    env, params = make_env(EnvConfig(name=name))
+    params = params.replace(max_steps_in_episode=7)  # truncations among the steps
+    assert takes_drawn_resets(env)
+    auto = AutoReset(env)
+    _, state = env.reset(jax.random.key(0), params)
+    ends = 0
+    for t in range(20):
+        key = jax.random.key(t + 1)
+        action = env.action_space(params).sample(jax.random.fold_in(key, 7))
+        expected = env.step(key, state, action, params)
+        step_key, reset_key = jax.random.split(key)
+        got = auto.step(step_key, state, action, params, reset=auto.draw_reset(reset_key, params))
+        jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6),
+                     got, expected)
+        ends += bool(expected[3] | expected[4])
+        state = expected[1]
+    assert ends >= 2
+
+
+def test_an_env_that_overrides_step_keeps_its_own_auto_reset():
+    from gymnax.environments import environment
+
+    from purerl.envs import takes_drawn_resets
+
+    class OwnStep(environment.Environment):
+        def step(self, key, state, action, params=None):
+            raise NotImplementedError
+
+    env, _ = make_env(EnvConfig(name="CartPole-v1"))
+    assert takes_drawn_resets(env) and not takes_drawn_resets(OwnStep())
+    assert not takes_drawn_resets(object())

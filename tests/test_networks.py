@@ -32,7 +32,8 @@ def test_shared_trunk_has_one_torso():
     towers = ActorCritic(num_outputs=2, shared=False)
     obs = jnp.zeros((1, 4))
     assert "value_torso" not in shared.init(jax.random.key(0), obs)["params"]
-    assert "value_torso" in towers.init(jax.random.key(0), obs)["params"]
+    params = towers.init(jax.random.key(0), obs)["params"]
+    assert "policy_torso" not in params and params["towers"]["kernel_0"].shape == (2, 4, 64)
 
 
 def test_tokenizer_quantizes_with_bounds_and_squashes_unbounded_dims():
@@ -46,3 +47,24 @@ def test_tokenizer_quantizes_with_bounds_and_squashes_unbounded_dims():
     # dim 0 in [-1, 1]: tokens 0, 1, 3, 3 (clipped); dim 1 via (tanh + 1) / 2: 0, 2, 2, 3
     np.testing.assert_allclose(out[:, 0], table[0, jnp.array([0, 1, 3, 3])])
     np.testing.assert_allclose(out[:, 1], table[1, jnp.array([0, 2, 2, 3])])
+
+
+def test_two_towers_are_two_orthogonal_mlps_in_one():
+    """The batched towers: each tower's kernels orthogonal with gain sqrt 2 on their own, the
+    towers different, and each tower's output what a plain MLP with its weights computes."""
+    from purerl.networks import MLP
+
+    towers = MLP((8, 6), "tanh", num_towers=2)
+    x = jax.random.normal(jax.random.key(1), (5, 3))
+    params = towers.init(jax.random.key(0), x)["params"]
+    kernel = params["kernel_1"]  # [2, 8, 6]
+    for k in kernel:
+        np.testing.assert_allclose(k.T @ k, 2.0 * np.eye(6), atol=1e-5)
+    assert not np.allclose(kernel[0], kernel[1])
+    out = towers.apply({"params": params}, x)
+    assert out.shape == (2, 5, 6)
+    for t in range(2):
+        h = x
+        for i in range(2):
+            h = jnp.tanh(h @ params[f"kernel_{i}"][t] + params[f"bias_{i}"][t])
+        np.testing.assert_allclose(out[t], h, rtol=1e-5, atol=1e-6)

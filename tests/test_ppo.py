@@ -1,5 +1,10 @@
 """The trainer: chunked == one-shot, determinism, target-KL stopping, seeds, one trace."""
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -118,3 +123,45 @@ def test_box_gaussian_policy_learns(make_config):
     _, metrics = jax.jit(make_train(config))(jax.random.key(0))
     mean_return = _mean_return_of_last_updates(metrics, 10)
     assert mean_return >= -0.3
+
+
+@pytest.mark.parametrize("size", [6, 512, 9000])
+def test_random_permutations(size):
+    from purerl.ppo import random_permutations
+
+    perms = np.asarray(random_permutations(jax.random.key(0), 3, size))
+    assert perms.shape == (3, size) and perms.dtype == np.int32
+    for row in perms:
+        np.testing.assert_array_equal(np.sort(row), np.arange(size))
+    assert len({tuple(row) for row in perms}) == 3
+
+
+def test_random_permutations_are_uniform():
+    """Every position of a 4-element permutation takes each value a quarter of the time."""
+    from purerl.ppo import random_permutations
+
+    perms = np.asarray(random_permutations(jax.random.key(1), 4000, 4))
+    counts = np.stack([(perms == v).sum(0) for v in range(4)])  # [value, position]
+    assert np.all(np.abs(counts - 1000) < 5 * np.sqrt(4000 * 0.25 * 0.75)), counts
+
+
+def test_whole_run_program_on_two_devices_with_two_seeds(tmp_path):
+    """`make_train` on 2 forced CPU devices: the envs' state is per device, the init runs seed
+    by seed, and the run is the same for the same key."""
+    script = tmp_path / "two_devices.py"
+    script.write_text(
+        "import jax, numpy as np\n"
+        "from conftest import tiny_config\n"
+        "from purerl.ppo import make_train\n"
+        "assert jax.local_device_count() == 2\n"
+        "train = jax.jit(make_train(tiny_config(num_seeds=2)))\n"
+        "a = train(jax.random.key(0))[1]\n"
+        "b = train(jax.random.key(0))[1]\n"
+        "assert np.asarray(a.episode_count).sum() > 0\n"
+        "jax.tree.map(np.testing.assert_array_equal, a, b)\n"
+        "print('ok')\n")
+    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2",
+           "PYTHONPATH": str(Path(__file__).parent)}
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                            env=env, timeout=300)
+    assert result.returncode == 0 and "ok" in result.stdout, result.stderr[-2000:]

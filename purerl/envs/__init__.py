@@ -13,17 +13,21 @@ from gymnax.environments import spaces
 from gymnax.environments.environment import Environment
 
 from purerl.config import Config, ConfigError, EnvConfig
-from purerl.envs.wrappers import EpisodeStats, EpisodeStatsState, FrameStack, OneHotObservation
+from purerl.envs.wrappers import (
+    AutoReset, EpisodeStats, EpisodeStatsState, FrameStack, OneHotObservation, takes_drawn_resets,
+)
 from purerl.spaces import ActionSpec, UnsupportedSpaceError, analyze_action_space
 
-__all__ = ["make_env", "wrap_env", "check_env", "EpisodeStats", "EpisodeStatsState", "FrameStack",
-           "OneHotObservation"]
+__all__ = ["make_env", "wrap_env", "check_env", "AutoReset", "EpisodeStats", "EpisodeStatsState",
+           "FrameStack", "OneHotObservation", "takes_drawn_resets"]
 
 
 def wrap_env(env, config: EnvConfig, env_params):
-    """The env as the trainer steps it: Discrete observations one-hot, frame history
-    (`frame_stack`), then episode stats."""
+    """The env as the trainer steps it: auto-reset (with resets drawn ahead when
+    `takes_drawn_resets(env)`), Discrete observations one-hot, frame history (`frame_stack`),
+    then episode stats."""
     obs_space = env.observation_space(env_params)
+    env = AutoReset(env)
     if isinstance(obs_space, spaces.Discrete):
         env = OneHotObservation(env, obs_space.n)
     if config.frame_stack > 1:

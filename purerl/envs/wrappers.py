@@ -1,13 +1,69 @@
-"""Environment wrappers with gymnax 1.0's interface: reset(key, params), six-value step."""
+"""Environment wrappers with gymnax 1.0's interface: reset(key, params), six-value step.
+
+Each `step` also takes `reset=None`: the base env's `(obs, state)` to auto-reset to, drawn ahead
+of time; the wrappers pass it down to `AutoReset`, the innermost one.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional, Tuple
 
 import jax
 import jax.numpy as jnp
 from flax import struct
 from gymnax.environments import spaces
+from gymnax.environments.environment import Environment
+
+
+def takes_drawn_resets(env) -> bool:
+    """Whether `env` auto-resets the way gymnax's `Environment.step` does (it is a gymnax
+    `Environment` that does not override `step`), so that `AutoReset` may supply the reset."""
+    return isinstance(env, Environment) and type(env).step is Environment.step
+
+
+def step_inner(env, key, state, action, params, reset):
+    """`env.step`, passing `reset` down only when there is one (any gymnax env can be inside a
+    wrapper; only `AutoReset` and the wrappers here take `reset`)."""
+    if reset is None:
+        return env.step(key, state, action, params)
+    return env.step(key, state, action, params, reset=reset)
+
+
+class AutoReset:
+    """The base env's auto-resetting step, optionally with the reset drawn by the caller.
+
+    `step(key, state, action, params, reset=None)`: without `reset`, the env's own `step`.
+    With `reset=(obs, state)` from `draw_reset` (for instance a whole rollout's resets, drawn
+    in one batch before its scan), gymnax's auto-reset with that reset in place of one drawn
+    inside the step: `step_env` with `key`, then `reset` wherever the episode ended. Same
+    results in law; on CPU it takes every random draw of the reset out of the step loop.
+    Only for envs where `takes_drawn_resets(env)`.
+    """
+
+    def __init__(self, env):
+        self.env = env
+
+    def __getattr__(self, name):
+        return getattr(self.env, name)
+
+    def draw_reset(self, key, params) -> Tuple[Any, Any]:
+        """A reset `(obs, state)` for `step`'s `reset`."""
+        return self.env.reset_env(key, params)
+
+    def step(self, key, state, action, params, reset: Optional[Tuple[Any, Any]] = None):
+        if reset is None:
+            return self.env.step(key, state, action, params)
+        obs_step, state_step, reward, terminated, info = self.env.step_env(
+            key, state, action, params)
+        truncated = self.env.is_truncated(state_step, params)
+        done = jnp.logical_or(terminated, truncated)
+        obs_reset, state_reset = reset
+        select = lambda new, old: jax.lax.select(done, new, old)  # noqa: E731
+        state = jax.tree.map(select, state_reset, state_step)
+        obs = jax.tree.map(select, obs_reset, obs_step)
+        info = {**info, "terminated": terminated, "truncated": truncated,
+                "final_observation": obs_step}
+        return obs, state, reward, terminated, truncated, info
 
 
 @struct.dataclass
@@ -34,10 +90,9 @@ class EpisodeStats:
         obs, env_state = self.env.reset(key, params)
         return obs, EpisodeStatsState(env_state, jnp.float32(0.0), jnp.int32(0))
 
-    def step(self, key, state: EpisodeStatsState, action, params):
-        obs, env_state, reward, terminated, truncated, info = self.env.step(
-            key, state.env_state, action, params
-        )
+    def step(self, key, state: EpisodeStatsState, action, params, reset=None):
+        obs, env_state, reward, terminated, truncated, info = step_inner(
+            self.env, key, state.env_state, action, params, reset)
         done = jnp.logical_or(terminated, truncated)
         episode_return = state.episode_return + reward.astype(jnp.float32)
         episode_length = state.episode_length + 1
@@ -93,9 +148,9 @@ class FrameStack:
         frames = jnp.broadcast_to(obs, (self.num_frames, *jnp.shape(obs))).astype(jnp.float32)
         return self._stacked(frames), FrameStackState(env_state, frames)
 
-    def step(self, key, state: FrameStackState, action, params):
-        obs, env_state, reward, terminated, truncated, info = self.env.step(
-            key, state.env_state, action, params)
+    def step(self, key, state: FrameStackState, action, params, reset=None):
+        obs, env_state, reward, terminated, truncated, info = step_inner(
+            self.env, key, state.env_state, action, params, reset)
         done = jnp.logical_or(terminated, truncated)
         shift = lambda new: jnp.concatenate(  # noqa: E731
             [state.frames[1:], jnp.asarray(new, jnp.float32)[None]], axis=0)
@@ -128,8 +183,8 @@ class OneHotObservation:
         obs, env_state = self.env.reset(key, params)
         return self._one_hot(obs), env_state
 
-    def step(self, key, state, action, params):
-        obs, env_state, reward, terminated, truncated, info = self.env.step(
-            key, state, action, params)
+    def step(self, key, state, action, params, reset=None):
+        obs, env_state, reward, terminated, truncated, info = step_inner(
+            self.env, key, state, action, params, reset)
         info = {**info, "final_observation": self._one_hot(info["final_observation"])}
         return self._one_hot(obs), env_state, reward, terminated, truncated, info
