@@ -42,14 +42,15 @@ def compute_gae(
     deltas = rewards.astype(dtype) + gamma * not_terminated * next_values - values
     decays = gamma * gae_lambda * not_ended
 
-    def combine(later, earlier):
-        # Each step is the affine map A -> delta + decay * A of the next step's advantage;
-        # `earlier` after `later` is their composition.
-        later_decay, later_delta = later
-        earlier_decay, earlier_delta = earlier
-        return earlier_decay * later_decay, earlier_delta + earlier_decay * later_delta
+    # A reverse loop over time carrying one `[B]` row. On CPU it compiled 3x faster than an
+    # associative scan and ran 2-2.5x faster from 4 to 1024 envs (`benchmarks/README.md`); for
+    # small B, XLA:CPU runs it as one native loop without a kernel call per step.
+    def step(advantage, inputs):
+        # The advantage of step t from that of step t+1.
+        decay, delta = inputs
+        advantage = delta + decay * advantage
+        return advantage, advantage
 
-    # A parallel prefix over time (log T levels of whole-array ops) rather than a T-step loop,
-    # whose per-step kernel calls dominate on CPU; the same sums up to float rounding.
-    _, advantages = jax.lax.associative_scan(combine, (decays, deltas), reverse=True)
+    _, advantages = jax.lax.scan(step, jnp.zeros_like(deltas[0]), (decays, deltas),
+                                 reverse=True)
     return advantages, advantages + values

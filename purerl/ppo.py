@@ -105,7 +105,7 @@ class _LearnerCarry(NamedTuple):
     info_sum: jax.Array  # [5], the LossInfo fields summed over the minibatches computed
     computed: jax.Array  # int32 []
     taken: jax.Array  # int32 [], optimizer steps applied
-    nonfinite: jax.Array  # int32 [], NaN-guard bits of the loss and gradients seen
+    nonfinite: jax.Array  # int32 [], NaN-guard bits of the loss, gradients and params
 
 
 def _all_finite(tree) -> jax.Array:
@@ -198,7 +198,7 @@ def make_agent(config: Config, env, env_params) -> Agent:
     obs_space = wrapped.observation_space(env_params)
     draw_resets = None
     if takes_drawn_resets(env):
-        draw_resets = jax.vmap(lambda key, params: env.reset_env(key, params), in_axes=(0, None))
+        draw_resets = jax.vmap(env.reset_env, in_axes=(0, None))
     return Agent(spec, tuple(obs_space.shape), ActionDistribution(spec),
                  make_network(config, spec, obs_space),
                  jax.vmap(wrapped.reset, in_axes=(0, None)),
@@ -357,7 +357,9 @@ def make_ppo(
                               jnp.zeros(len(LossInfo._fields)), jnp.int32(0), jnp.int32(0),
                               jnp.int32(0))
         carry, _ = jax.lax.scan(minibatch_step, carry, minibatches)
-        return carry._replace(params=unravel(carry.params))
+        params_ok = jnp.isfinite(carry.params).all()  # checked raveled: one reduction
+        return carry._replace(params=unravel(carry.params),
+                              nonfinite=carry.nonfinite | jnp.where(params_ok, 0, 4))
 
     def update(state: RunnerState) -> Tuple[RunnerState, Metrics]:
         hp = scheduled_hyperparams(config, state.hparams, state.update)
@@ -405,8 +407,7 @@ def make_ppo(
             value_mean=value_mean, opt_steps=learned.taken, learning_rate=hp.lr,
             ent_coef=hp.ent_coef, clip_eps=hp.clip_eps, vf_coef=hp.vf_coef, gamma=hp.gamma,
             gae_lambda=hp.gae_lambda,
-            nonfinite=(learned.nonfinite | jnp.where(_all_finite(learned.params), 0, 4)
-                       | jnp.where(_all_finite(learned.opt_state), 0, 8)
+            nonfinite=(learned.nonfinite | jnp.where(_all_finite(learned.opt_state), 0, 8)
                        | jnp.where(_all_finite((normalizer.obs, normalizer.ret)), 0, 16)),
         )
         new_state = RunnerState(learned.params, learned.opt_state, env_state, obs, normalizer,

@@ -31,6 +31,18 @@ def tiny_config(**overrides) -> Config:
     return config
 
 
+@pytest.fixture(scope="session", autouse=True)
+def shared_compilation_cache(tmp_path_factory):
+    """One JAX persistent compilation cache for every subprocess the suite starts: the CLI
+    runs that build the same programs (most of `test_run.py`'s) compile them once."""
+    cache = {"JAX_COMPILATION_CACHE_DIR": str(tmp_path_factory.mktemp("xla_cache")),
+             "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in cache.items():
+            patch.setenv(name, value)
+        yield
+
+
 @pytest.fixture
 def make_config():
     return tiny_config

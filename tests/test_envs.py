@@ -149,7 +149,7 @@ def test_auto_reset_with_a_drawn_reset_is_gymnax_step(name):
         action = env.action_space(params).sample(jax.random.fold_in(key, 7))
         expected = env.step(key, state, action, params)
         step_key, reset_key = jax.random.split(key)
-        got = auto.step(step_key, state, action, params, reset=auto.draw_reset(reset_key, params))
+        got = auto.step(step_key, state, action, params, reset=env.reset_env(reset_key, params))
         jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6),
                      got, expected)
         ends += bool(expected[3] | expected[4])

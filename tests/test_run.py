@@ -144,13 +144,14 @@ LONG = [*TINY, "total_timesteps=192000", "checkpoint.every=50", "eval.every=300"
 TIMING = ("compile_s", "train_s", "sps")
 
 
-def _start_and_stop(run_dir, sig):
-    """Starts the LONG run and sends `sig` once its first checkpoint is complete."""
-    proc = subprocess.Popen([sys.executable, "-m", "purerl.train", *LONG,
+def _start_and_stop(run_dir, sig, checkpoint, *args):
+    """Starts the LONG run (with `args`) and sends `sig` once checkpoint `checkpoint` is
+    complete."""
+    proc = subprocess.Popen([sys.executable, "-m", "purerl.train", *LONG, *args,
                              f"hydra.run.dir={run_dir}"], cwd=REPO, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 300
-    while not (run_dir / CHECKPOINTS / "50").is_dir():
+    while not (run_dir / CHECKPOINTS / str(checkpoint)).is_dir():
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
         time.sleep(0.01)
     proc.send_signal(sig)
@@ -159,32 +160,37 @@ def _start_and_stop(run_dir, sig):
 
 
 def test_killed_and_interrupted_runs_resume_bit_identical(tmp_path):
+    """One run SIGKILLed, resumed and interrupted with Ctrl-C (SIGINT), resumed again to the
+    end: the same metrics, summary, best checkpoint and final state as a run never stopped."""
     _cli_ok(*LONG, f"hydra.run.dir={tmp_path / 'whole'}")
     whole_rows = _rows(tmp_path / "whole")
     _, whole, _ = _final_state(tmp_path / "whole")
     whole_summary = _summary(tmp_path / "whole")
     whole_best = _final_state(tmp_path / "whole", "best")[0]
 
-    code, _ = _start_and_stop(tmp_path / "killed", signal.SIGKILL)
+    run_dir = tmp_path / "stopped"
+    code, _ = _start_and_stop(run_dir, signal.SIGKILL, 50)
     assert code == -signal.SIGKILL
-    assert not (tmp_path / "killed" / "summary.json").exists()  # it was killed mid-run
-    code, stderr = _start_and_stop(tmp_path / "interrupted", signal.SIGINT)
+    assert not (run_dir / "summary.json").exists()  # it was killed mid-run
+    resumed_from = Checkpoints(run_dir / CHECKPOINTS).latest()
+    code, stderr = _start_and_stop(run_dir, signal.SIGINT, resumed_from + 50, "resume=true")
     assert code == 130, stderr[-3000:]
-    summary = json.loads((tmp_path / "interrupted" / "summary.json").read_text())
-    assert summary["status"] == "interrupted" and summary["updates"] < 1500
-    assert (tmp_path / "interrupted" / CHECKPOINTS / str(summary["updates"])).is_dir()
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "interrupted" and resumed_from < summary["updates"] < 1500
+    assert (run_dir / CHECKPOINTS / str(summary["updates"])).is_dir()
 
-    for name in ("killed", "interrupted"):
-        _cli_ok(*LONG, "resume=true", f"hydra.run.dir={tmp_path / name}")
-        assert _rows(tmp_path / name) == whole_rows
-        assert _summary(tmp_path / name) == whole_summary
-        assert _final_state(tmp_path / name, "best")[0] == whole_best
-        resumed_events = read_events(max((tmp_path / name).glob("events.out.tfevents.*"),
-                                         key=lambda p: p.stat().st_mtime))
-        assert resumed_events[1].session_log.status == resumed_events[1].session_log.START
-        _, state, _ = _final_state(tmp_path / name)
-        for a, b in zip(jax.tree.leaves(whole), jax.tree.leaves(state)):
-            np.testing.assert_array_equal(_host(a), _host(b))
+    _cli_ok(*LONG, "resume=true", f"hydra.run.dir={run_dir}")
+    assert _rows(run_dir) == whole_rows
+    assert _summary(run_dir) == whole_summary
+    assert _final_state(run_dir, "best")[0] == whole_best
+    events = sorted(run_dir.glob("events.out.tfevents.*"), key=lambda p: p.stat().st_mtime)
+    assert len(events) == 3
+    for resumed in events[1:]:
+        session_log = read_events(resumed)[1].session_log
+        assert session_log.status == session_log.START
+    _, state, _ = _final_state(run_dir)
+    for a, b in zip(jax.tree.leaves(whole), jax.tree.leaves(state)):
+        np.testing.assert_array_equal(_host(a), _host(b))
 
 
 def test_kill_during_checkpoint_write_keeps_the_previous_one(tmp_path):

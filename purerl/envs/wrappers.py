@@ -33,10 +33,11 @@ class AutoReset:
     """The base env's auto-resetting step, optionally with the reset drawn by the caller.
 
     `step(key, state, action, params, reset=None)`: without `reset`, the env's own `step`.
-    With `reset=(obs, state)` from `draw_reset` (for instance a whole rollout's resets, drawn
-    in one batch before its scan), gymnax's auto-reset with that reset in place of one drawn
-    inside the step: `step_env` with `key`, then `reset` wherever the episode ended. Same
-    results in law; on CPU it takes every random draw of the reset out of the step loop.
+    With `reset=(obs, state)` from the env's `reset_env` (for instance a whole rollout's
+    resets, drawn in one batch before its scan), gymnax's auto-reset with that reset in place
+    of one drawn inside the step: `step_env` with `key`, then `reset` wherever the episode
+    ended. Same results in law; on CPU it takes every random draw of the reset out of the
+    step loop.
     Only for envs where `takes_drawn_resets(env)`.
     """
 
@@ -45,10 +46,6 @@ class AutoReset:
 
     def __getattr__(self, name):
         return getattr(self.env, name)
-
-    def draw_reset(self, key, params) -> Tuple[Any, Any]:
-        """A reset `(obs, state)` for `step`'s `reset`."""
-        return self.env.reset_env(key, params)
 
     def step(self, key, state, action, params, reset: Optional[Tuple[Any, Any]] = None):
         if reset is None:
