@@ -26,6 +26,7 @@ from purerl.envs.normalization import (
 from purerl.gae import compute_gae
 from purerl.losses import LossInfo, normalize_advantages, ppo_loss
 from purerl.networks import ActorCritic
+from purerl.packing import batch_packer
 from purerl.parallel import DEVICE_AXIS, make_mesh, map_seeds, shard_over_devices
 from purerl.schedules import HyperParams, hyperparams_from_config, scheduled_hyperparams
 from purerl.spaces import ActionSpec
@@ -278,8 +279,11 @@ def make_ppo(
             resets = jax.tree.map(lambda x: x.reshape(num_steps, num_envs, *x.shape[1:]),
                                   agent.draw_resets(reset_keys, env_params))
 
+        # The carry as one [B, n] array per dtype: XLA:CPU copies every carried leaf each step.
+        pack, unpack = batch_packer((env_state, obs))
+
         def step(carry, inputs):
-            env_state, obs = carry
+            env_state, obs = unpack(carry)
             action_noise, env_keys, resets = inputs
             policy_out, value = network.apply(params, observe(obs_stats, obs))
             action = policy.sample(policy_out, action_noise)
@@ -291,10 +295,11 @@ def make_ppo(
                 reward.astype(jnp.float32), terminated, truncated, info["final_observation"],
                 info["episode_done"], info["episode_return"], info["episode_length"],
             )
-            return (env_state, next_obs), transition
+            return pack((env_state, next_obs)), transition
 
-        (env_state, obs), transitions = jax.lax.scan(step, (env_state, obs),
-                                                     (noises, env_keys, resets))
+        carry, transitions = jax.lax.scan(step, pack((env_state, obs)),
+                                          (noises, env_keys, resets))
+        env_state, obs = unpack(carry)
         return env_state, obs, transitions
 
     def minibatch_loss(params, minibatch, hp: HyperParams):
