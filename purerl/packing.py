@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-Packed = Tuple[Dict[str, jax.Array], List[Any]]  # ({dtype name: [B, n]}, unpacked leaves)
+Packed = Tuple[Dict[str, jax.Array], List[Any]]  # ({dtype name: [B, n]}, PRNG-key leaves)
 
 
 def batch_packer(example) -> Tuple[Callable[[Any], Packed], Callable[[Packed], Any]]:
@@ -32,6 +32,7 @@ def batch_packer(example) -> Tuple[Callable[[Any], Packed], Callable[[Packed], A
             weak = "_weak" if jax.typeof(leaf).weak_type else ""
             groups.setdefault(jnp.dtype(leaf.dtype).name + weak, []).append(i)
     shapes = [leaf.shape for leaf in leaves]
+    sizes = [int(np.prod(shape[1:], dtype=int)) for shape in shapes]  # per batch entry
 
     def pack(tree) -> Packed:
         leaves = jax.tree.leaves(tree)
@@ -46,9 +47,8 @@ def batch_packer(example) -> Tuple[Callable[[Any], Packed], Callable[[Packed], A
         for name, members in groups.items():
             start = 0
             for i in members:
-                size = int(np.prod(shapes[i][1:], dtype=int))
-                out[i] = packed[name][:, start:start + size].reshape(shapes[i])
-                start += size
+                out[i] = packed[name][:, start:start + sizes[i]].reshape(shapes[i])
+                start += sizes[i]
         keys = iter(keys)
         return jax.tree.unflatten(treedef, [next(keys) if key else x
                                             for x, key in zip(out, is_key)])
