@@ -25,7 +25,7 @@ from purerl.envs.normalization import (
 )
 from purerl.gae import compute_gae
 from purerl.losses import LossInfo, normalize_advantages, ppo_loss
-from purerl.networks import ActorCritic
+from purerl.networks import ActorCritic, init_params
 from purerl.packing import batch_packer
 from purerl.parallel import DEVICE_AXIS, make_mesh, map_seeds, shard_over_devices
 from purerl.schedules import HyperParams, hyperparams_from_config, scheduled_hyperparams
@@ -256,7 +256,7 @@ def make_ppo(
     def init(key: jax.Array, hparams: HyperParams) -> RunnerState:
         key = convert_key(key, config.prng_impl)
         key, params_key, env_key = jax.random.split(key, 3)
-        params = network.init(params_key, jnp.zeros((1, *obs_shape), jnp.float32))
+        params = init_params(network, params_key, jnp.zeros((1, *obs_shape), jnp.float32))
         opt_state = make_optimizer(hparams.max_grad_norm, hparams.lr).init(
             ravel_pytree(params)[0])
         env_keys = jax.random.split(device_key(env_key), num_envs)

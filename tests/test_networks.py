@@ -3,7 +3,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from purerl.networks import ActorCritic, image_patches
+from purerl.networks import ActorCritic, _orthogonal_from_normal, image_patches, init_params
 
 
 @pytest.mark.parametrize("shape, kernel, stride", [((2, 10, 10, 3), 3, 1), ((1, 7, 5, 2), 3, 2),
@@ -20,7 +20,7 @@ def test_patch_matmul_equals_a_same_convolution(shape, kernel, stride):
 @pytest.mark.parametrize("obs_shape", [(10, 10, 4), (10, 5)])
 def test_cnn_actor_critic_shapes(obs_shape):
     net = ActorCritic(num_outputs=3, hidden_sizes=(32,), activation="relu", conv_channels=(8,))
-    params = net.init(jax.random.key(0), jnp.zeros((1, *obs_shape)))
+    params = init_params(net, jax.random.key(0), jnp.zeros((1, *obs_shape)))
     logits, value = net.apply(params, jnp.ones((6, *obs_shape)))
     assert logits.shape == (6, 3) and value.shape == (6,)
     values = net.apply(params, jnp.ones((2, 3, *obs_shape)), 2, method=ActorCritic.value)
@@ -31,8 +31,8 @@ def test_shared_trunk_has_one_torso():
     shared = ActorCritic(num_outputs=2, shared=True)
     towers = ActorCritic(num_outputs=2, shared=False)
     obs = jnp.zeros((1, 4))
-    assert "value_torso" not in shared.init(jax.random.key(0), obs)["params"]
-    params = towers.init(jax.random.key(0), obs)["params"]
+    assert "value_torso" not in init_params(shared, jax.random.key(0), obs)["params"]
+    params = init_params(towers, jax.random.key(0), obs)["params"]
     assert "policy_torso" not in params and params["towers"]["kernel_0"].shape == (2, 4, 64)
 
 
@@ -56,7 +56,7 @@ def test_two_towers_are_two_orthogonal_mlps_in_one():
 
     towers = MLP((8, 6), "tanh", num_towers=2)
     x = jax.random.normal(jax.random.key(1), (5, 3))
-    params = towers.init(jax.random.key(0), x)["params"]
+    params = init_params(towers, jax.random.key(0), x)["params"]
     kernel = params["kernel_1"]  # [2, 8, 6]
     for k in kernel:
         np.testing.assert_allclose(k.T @ k, 2.0 * np.eye(6), atol=1e-5)
@@ -68,3 +68,30 @@ def test_two_towers_are_two_orthogonal_mlps_in_one():
         for i in range(2):
             h = jnp.tanh(h @ params[f"kernel_{i}"][t] + params[f"bias_{i}"][t])
         np.testing.assert_allclose(out[t], h, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("shape", [(4, 64), (64, 64), (64, 2), (7, 3)])
+def test_orthogonal_kernel_is_jax_orthogonal_init_of_the_same_normal_sample(shape):
+    key = jax.random.key(3)
+    expected = jax.nn.initializers.orthogonal(0.5)(key, shape)
+    np.testing.assert_allclose(_orthogonal_from_normal(jax.random.normal(key, shape), 0.5),
+                               expected, rtol=1e-5, atol=1e-6)
+
+
+def test_init_params_draws_each_kernel_orthogonal_with_its_gain():
+    net = ActorCritic(num_outputs=3, hidden_sizes=(16, 8))
+    params = init_params(net, jax.random.key(0), jnp.zeros((1, 5)))["params"]
+    gains = {"policy_head": 0.01, "value_head": 1.0}
+    for name, gain in gains.items():
+        kernel = params[name]["kernel"]  # [8, out]
+        np.testing.assert_allclose(kernel.T @ kernel, gain ** 2 * np.eye(kernel.shape[1]),
+                                   atol=1e-5)
+        np.testing.assert_array_equal(params[name]["bias"], 0)
+    first = params["towers"]["kernel_0"]  # [2, 5, 16]: orthogonal rows (5 < 16)
+    for k in first:
+        np.testing.assert_allclose(k @ k.T, 2.0 * np.eye(5), atol=1e-5)
+    assert not np.allclose(first[0], first[1])
+    again = init_params(net, jax.random.key(0), jnp.zeros((1, 5)))["params"]
+    other = init_params(net, jax.random.key(1), jnp.zeros((1, 5)))["params"]
+    np.testing.assert_array_equal(again["towers"]["kernel_1"], params["towers"]["kernel_1"])
+    assert not np.allclose(other["towers"]["kernel_1"], params["towers"]["kernel_1"])
