@@ -110,9 +110,10 @@ class _LearnerCarry(NamedTuple):
 
 
 def _all_finite(tree) -> jax.Array:
-    """Whether every float leaf of `tree` is finite (a bool scalar)."""
+    """Whether every float leaf of `tree` is finite (a bool scalar): one reduction over the
+    leaves raveled together, not one per leaf."""
     leaves = [x for x in jax.tree.leaves(tree) if jnp.issubdtype(x.dtype, jnp.floating)]
-    return jnp.all(jnp.stack([jnp.isfinite(x).all() for x in leaves])) if leaves else True
+    return jnp.isfinite(ravel_pytree(leaves)[0]).all() if leaves else True
 
 
 def make_optimizer(max_grad_norm, lr) -> optax.GradientTransformation:
@@ -451,7 +452,9 @@ def make_program(config: Config, chunk: Optional[int] = None) -> Program:
     hparams = hyperparams_from_config(config)
 
     def seed_keys(key):
-        return jax.random.split(key, num_seeds)
+        # Converted first: the PRNG of the run is cheaper to compile than JAX's default one.
+        key = convert_key(key, config.prng_impl)
+        return key[None] if num_seeds == 1 else jax.random.split(key, num_seeds)
 
     def seed_hparams():
         return jax.tree.map(lambda x: jnp.broadcast_to(x, (num_seeds,)), hparams)
