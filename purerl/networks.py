@@ -71,12 +71,12 @@ def init_params(module: nn.Module, key: jax.Array, *example_args) -> Any:
     Each QR runs unbatched: on several CPU devices a batched LAPACK QR waits for pool threads
     that are all busy (a hang seen with 2 forced devices on 2 cores).
     """
-    init_key, normal_key = jax.random.split(key)
     is_box = lambda x: isinstance(x, Orthogonal)  # noqa: E731
-    leaves, treedef = jax.tree.flatten(module.init(init_key, *example_args), is_leaf=is_box)
+    # flax folds each parameter's name into `key` before drawing: the same key serves both.
+    leaves, treedef = jax.tree.flatten(module.init(key, *example_args), is_leaf=is_box)
     boxes = [leaf for leaf in leaves if is_box(leaf)]
     sizes = [box.value.size for box in boxes]
-    normals = jnp.split(jax.random.normal(normal_key, (sum(sizes),)), np.cumsum(sizes)[:-1])
+    normals = jnp.split(jax.random.normal(key, (sum(sizes),)), np.cumsum(sizes)[:-1])
     drawn = iter(_draw_kernel(box, normal) for box, normal in zip(boxes, normals))
     return jax.tree.unflatten(treedef, [next(drawn) if is_box(leaf) else leaf for leaf in leaves])
 

@@ -27,6 +27,7 @@ from purerl.gae import compute_gae
 from purerl.losses import LossInfo, normalize_advantages, ppo_loss
 from purerl.networks import ActorCritic, init_params
 from purerl.packing import batch_packer
+from purerl.prng import convert_key, draw_keys, random_permutations
 from purerl.parallel import DEVICE_AXIS, make_mesh, map_seeds, shard_over_devices
 from purerl.schedules import HyperParams, hyperparams_from_config, scheduled_hyperparams
 from purerl.spaces import ActionSpec
@@ -129,35 +130,6 @@ def make_optimizer(max_grad_norm, lr) -> optax.GradientTransformation:
     )
 
 
-# Up to this many index bits, `random_permutations` packs a random key and the index into one
-# uint32 (at least 19 random bits: about 32 tied pairs among 8192 indices, each kept in index
-# order, where a separate key array would order them at random).
-_PACKED_SORT_MAX_INDEX_BITS = 13
-
-
-def random_permutations(key: jax.Array, num: int, size: int) -> jax.Array:
-    """`[num, size]` int32, each row a random permutation of `range(size)`.
-
-    Small sizes sort one uint32 array (random high bits, the index in the low bits): XLA:CPU
-    sorts a single primitive array with its fast path, where `jax.random.permutation`'s
-    key-value sort calls a comparator per comparison (about 4x slower for 4 x 512).
-    """
-    index_bits = max(size - 1, 1).bit_length()
-    if index_bits > _PACKED_SORT_MAX_INDEX_BITS:
-        return jax.vmap(lambda k: jax.random.permutation(k, size))(jax.random.split(key, num))
-    bits = jax.random.bits(key, (num, size), jnp.uint32)
-    packed = (bits >> index_bits << index_bits) | jnp.arange(size, dtype=jnp.uint32)
-    return (jax.lax.sort(packed, dimension=1) & ((1 << index_bits) - 1)).astype(jnp.int32)
-
-
-def convert_key(key: jax.Array, impl: str) -> jax.Array:
-    """A typed key of PRNG `impl` drawn from `key` (`key` itself if it already is one)."""
-    if str(jax.random.key_impl(key)) == impl:
-        return key
-    num_words = jax.random.key_data(jax.random.key(0, impl=impl)).shape[-1]
-    return jax.random.wrap_key_data(jax.random.bits(key, (num_words,), jnp.uint32), impl=impl)
-
-
 def make_network(config: Config, spec: ActionSpec, obs_space) -> ActorCritic:
     net = config.network
     bounds = {}
@@ -251,34 +223,40 @@ def make_ppo(
     def psum(x):
         return x if axis_name is None else jax.lax.psum(x, axis_name)
 
-    def device_key(key):
-        return key if axis_name is None else jax.random.fold_in(key, jax.lax.axis_index(axis_name))
+    def fork(key, shared_shapes, device_shapes):
+        """(keys of `shared_shapes`, the same on every device; keys of `device_shapes`, each
+        device its own): one draw on one device, two and a fold-in on several."""
+        if axis_name is None:
+            keys = draw_keys(key, *shared_shapes, *device_shapes)
+            return keys[:len(shared_shapes)], keys[len(shared_shapes):]
+        *shared, device = draw_keys(key, *shared_shapes, ())
+        device = jax.random.fold_in(device, jax.lax.axis_index(axis_name))
+        return shared, draw_keys(device, *device_shapes)
 
     def init(key: jax.Array, hparams: HyperParams) -> RunnerState:
-        key = convert_key(key, config.prng_impl)
-        key, params_key, env_key = jax.random.split(key, 3)
+        (key, params_key), (env_keys,) = fork(convert_key(key, config.prng_impl), [(), ()],
+                                              [(num_envs,)])
         params = init_params(network, params_key, jnp.zeros((1, *obs_shape), jnp.float32))
         opt_state = make_optimizer(hparams.max_grad_norm, hparams.lr).init(
             ravel_pytree(params)[0])
-        env_keys = jax.random.split(device_key(env_key), num_envs)
         obs, env_state = varying(reset_envs(env_keys, env_params))
         normalizer = init_normalizer(obs_shape, num_envs)
         normalizer = normalizer._replace(returns=varying(normalizer.returns))
         return RunnerState(params, opt_state, env_state, obs, normalizer, key, jnp.int32(0),
                            hparams)
 
-    def rollout(params, env_state, obs, obs_stats, key) -> Tuple[Any, jax.Array, Transition]:
+    def rollout(params, env_state, obs, obs_stats, keys) -> Tuple[Any, jax.Array, Transition]:
+        """`keys`: (the action noise's key, env keys `[T, B]`, reset keys `[T, B]`)."""
         # All of the rollout's randomness is drawn up front, outside the scan: on CPU every
         # random op inside the loop costs a small loop of its own per step. That includes the
         # envs' auto-resets when the env can take them (`Agent.draw_resets`).
-        action_key, env_key, reset_key = jax.random.split(key, 3)
-        noises = policy.noise(action_key, (num_steps, num_envs))
-        env_keys = jax.random.split(env_key, num_steps * num_envs).reshape(num_steps, num_envs)
+        noise_key, env_keys, reset_keys = keys
+        noises = policy.noise(noise_key, (num_steps, num_envs))
         resets = None
         if agent.draw_resets is not None:
-            reset_keys = jax.random.split(reset_key, num_steps * num_envs)
-            resets = jax.tree.map(lambda x: x.reshape(num_steps, num_envs, *x.shape[1:]),
-                                  agent.draw_resets(reset_keys, env_params))
+            resets = jax.tree.map(
+                lambda x: x.reshape(num_steps, num_envs, *x.shape[1:]),
+                agent.draw_resets(reset_keys.reshape(num_steps * num_envs), env_params))
 
         # The carry as one [B, n] array per dtype: XLA:CPU copies every carried leaf each step.
         pack, unpack = batch_packer((env_state, obs))
@@ -369,12 +347,13 @@ def make_ppo(
 
     def update(state: RunnerState) -> Tuple[RunnerState, Metrics]:
         hp = scheduled_hyperparams(config, state.hparams, state.update)
-        key, rollout_key, shuffle_key = jax.random.split(state.key, 3)
+        rollout_shapes = [(), (num_steps, num_envs), (num_steps, num_envs)]
+        (key,), (*rollout_keys, shuffle_key) = fork(state.key, [()], [*rollout_shapes, ()])
         # One rollout and its learning phase see the statistics from before the rollout;
         # they are updated with its observations / returns afterwards.
         normalizer = state.normalizer
         env_state, obs, tr = rollout(state.params, state.env_state, state.obs, normalizer.obs,
-                                     device_key(rollout_key))
+                                     rollout_keys)
         next_values = network.apply(state.params, observe(normalizer.obs, tr.final_obs), 2,
                                     method=ActorCritic.value)
         rewards = tr.reward
@@ -390,7 +369,7 @@ def make_ppo(
             flat, (observe(normalizer.obs, tr.obs), tr.action, tr.log_prob, tr.value,
                    advantages, returns)
         )
-        learned = learn(state.params, state.opt_state, learner_batch, device_key(shuffle_key), hp)
+        learned = learn(state.params, state.opt_state, learner_batch, shuffle_key, hp)
         info = LossInfo(*(learned.info_sum / jnp.maximum(learned.computed, 1)))
 
         value_mean, return_mean = pmean((tr.value.mean(), returns.mean()))

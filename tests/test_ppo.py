@@ -125,26 +125,6 @@ def test_box_gaussian_policy_learns(make_config):
     assert mean_return >= -0.3
 
 
-@pytest.mark.parametrize("size", [6, 512, 9000])
-def test_random_permutations(size):
-    from purerl.ppo import random_permutations
-
-    perms = np.asarray(random_permutations(jax.random.key(0), 3, size))
-    assert perms.shape == (3, size) and perms.dtype == np.int32
-    for row in perms:
-        np.testing.assert_array_equal(np.sort(row), np.arange(size))
-    assert len({tuple(row) for row in perms}) == 3
-
-
-def test_random_permutations_are_uniform():
-    """Every position of a 4-element permutation takes each value a quarter of the time."""
-    from purerl.ppo import random_permutations
-
-    perms = np.asarray(random_permutations(jax.random.key(1), 4000, 4))
-    counts = np.stack([(perms == v).sum(0) for v in range(4)])  # [value, position]
-    assert np.all(np.abs(counts - 1000) < 5 * np.sqrt(4000 * 0.25 * 0.75)), counts
-
-
 def test_whole_run_program_on_two_devices_with_two_seeds(tmp_path):
     """`make_train` on 2 forced CPU devices: the envs' state is per device, the init runs seed
     by seed, and the run is the same for the same key."""
