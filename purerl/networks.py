@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Sequence, Tuple
+from typing import Any, Callable, Optional, Sequence, Tuple
 
 import flax.linen as nn
 import jax
@@ -105,18 +105,23 @@ class MLP(nn.Module):
     num_towers: int = 1
 
     @nn.compact
-    def __call__(self, x: jax.Array) -> jax.Array:
+    def __call__(self, x: jax.Array, tower: Optional[int] = None) -> jax.Array:
+        """`tower`: run only that tower of a batched MLP, `[N, D] -> [N, hidden_sizes[-1]]`."""
         act = ACTIVATION_FNS[self.activation]
         if self.num_towers == 1:
             for size in self.hidden_sizes:
                 x = act(_dense(size, np.sqrt(2.0))(x))
             return x
-        x = jnp.broadcast_to(x, (self.num_towers, *x.shape))
+        if tower is None:
+            x = jnp.broadcast_to(x, (self.num_towers, *x.shape))
         for i, size in enumerate(self.hidden_sizes):
             kernel = self.param(f"kernel_{i}", orthogonal(np.sqrt(2.0), batch_ndim=1),
                                 (self.num_towers, x.shape[-1], size))
             bias = self.param(f"bias_{i}", nn.initializers.zeros, (self.num_towers, 1, size))
-            x = act(jnp.einsum("knd,kdh->knh", x, kernel) + bias)
+            if tower is None:
+                x = act(jnp.einsum("knd,kdh->knh", x, kernel) + bias)
+            else:
+                x = act(x @ kernel[tower] + bias[tower])
         return x
 
 
@@ -258,6 +263,8 @@ class ActorCritic(nn.Module):
         return policy, self.value_head(value_features).reshape(batch)
 
     def value(self, obs: jax.Array, batch_ndim: int = 1) -> jax.Array:
-        """The critic alone: `[*batch, *obs_shape] -> [*batch]`."""
-        _, features = self._features(self._flat(obs, batch_ndim))
+        """The critic alone: `[*batch, *obs_shape] -> [*batch]` (batched towers: the value
+        tower only)."""
+        x = self._flat(obs, batch_ndim)
+        features = self.towers(x, tower=1) if self._batched_towers else self._features(x)[1]
         return self.value_head(features).reshape(obs.shape[:batch_ndim])

@@ -246,12 +246,14 @@ def make_ppo(
                            hparams)
 
     def rollout(params, env_state, obs, obs_stats, keys) -> Tuple[Any, jax.Array, Transition]:
-        """`keys`: (the action noise's key, env keys `[T, B]`, reset keys `[T, B]`)."""
+        """`keys`: (the action noise's key, the envs' key, reset keys `[T, B]`)."""
         # All of the rollout's randomness is drawn up front, outside the scan: on CPU every
         # random op inside the loop costs a small loop of its own per step. That includes the
-        # envs' auto-resets when the env can take them (`Agent.draw_resets`).
-        noise_key, env_keys, reset_keys = keys
+        # envs' auto-resets when the env can take them (`Agent.draw_resets`). The env keys are
+        # a split of their own, which XLA drops when the env's step ignores its key.
+        noise_key, env_key, reset_keys = keys
         noises = policy.noise(noise_key, (num_steps, num_envs))
+        env_keys = jax.random.split(env_key, (num_steps, num_envs))
         resets = None
         if agent.draw_resets is not None:
             resets = jax.tree.map(
@@ -347,8 +349,8 @@ def make_ppo(
 
     def update(state: RunnerState) -> Tuple[RunnerState, Metrics]:
         hp = scheduled_hyperparams(config, state.hparams, state.update)
-        rollout_shapes = [(), (num_steps, num_envs), (num_steps, num_envs)]
-        (key,), (*rollout_keys, shuffle_key) = fork(state.key, [()], [*rollout_shapes, ()])
+        (key,), (*rollout_keys, shuffle_key) = fork(state.key, [()],
+                                                     [(), (), (num_steps, num_envs), ()])
         # One rollout and its learning phase see the statistics from before the rollout;
         # they are updated with its observations / returns afterwards.
         normalizer = state.normalizer
