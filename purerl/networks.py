@@ -255,16 +255,29 @@ class ActorCritic(nn.Module):
         policy_features = self.policy_torso(x)
         return policy_features, policy_features if self.shared else self.value_torso(x)
 
+    def _policy_out(self, features: jax.Array, batch: Tuple[int, ...]) -> Any:
+        head = self.policy_head(features).reshape(*batch, -1)
+        return (head, jnp.broadcast_to(self.log_std, head.shape)) if self.gaussian else head
+
     def __call__(self, obs: jax.Array, batch_ndim: int = 1) -> Tuple[Any, jax.Array]:
         batch = obs.shape[:batch_ndim]
         policy_features, value_features = self._features(self._flat(obs, batch_ndim))
-        head = self.policy_head(policy_features).reshape(*batch, -1)
-        policy = (head, jnp.broadcast_to(self.log_std, head.shape)) if self.gaussian else head
-        return policy, self.value_head(value_features).reshape(batch)
+        return (self._policy_out(policy_features, batch),
+                self.value_head(value_features).reshape(batch))
+
+    def policy(self, obs: jax.Array, batch_ndim: int = 1) -> Any:
+        """The actor alone: `__call__`'s policy output (batched towers: the policy tower only;
+        a shared trunk computes what the value head would also read)."""
+        x = self._flat(obs, batch_ndim)
+        features = self.towers(x, tower=0) if self._batched_towers else self.policy_torso(x)
+        return self._policy_out(features, obs.shape[:batch_ndim])
 
     def value(self, obs: jax.Array, batch_ndim: int = 1) -> jax.Array:
         """The critic alone: `[*batch, *obs_shape] -> [*batch]` (batched towers: the value
         tower only)."""
         x = self._flat(obs, batch_ndim)
-        features = self.towers(x, tower=1) if self._batched_towers else self._features(x)[1]
+        if self._batched_towers:
+            features = self.towers(x, tower=1)
+        else:
+            features = (self.policy_torso if self.shared else self.value_torso)(x)
         return self.value_head(features).reshape(obs.shape[:batch_ndim])

@@ -52,7 +52,7 @@ class Transition(NamedTuple):
     obs: jax.Array  # as the env returned it (before normalization)
     action: jax.Array
     log_prob: jax.Array
-    value: jax.Array
+    value: jax.Array  # V(obs); with separate value towers, computed after the rollout's scan
     reward: jax.Array
     terminated: jax.Array
     truncated: jax.Array
@@ -266,7 +266,12 @@ def make_ppo(
         def step(carry, inputs):
             env_state, obs = unpack(carry)
             action_noise, env_keys, resets = inputs
-            policy_out, value = network.apply(params, observe(obs_stats, obs))
+            if network.shared:  # one trunk gives both
+                policy_out, value = network.apply(params, observe(obs_stats, obs))
+            else:  # the value tower runs after the rollout, on all its observations at once
+                policy_out = network.apply(params, observe(obs_stats, obs),
+                                           method=ActorCritic.policy)
+                value = None
             action = policy.sample(policy_out, action_noise)
             next_obs, env_state, reward, terminated, truncated, info = step_envs(
                 env_keys, env_state, spec.to_env(action), env_params, resets
@@ -356,8 +361,13 @@ def make_ppo(
         normalizer = state.normalizer
         env_state, obs, tr = rollout(state.params, state.env_state, state.obs, normalizer.obs,
                                      rollout_keys)
-        next_values = network.apply(state.params, observe(normalizer.obs, tr.final_obs), 2,
-                                    method=ActorCritic.value)
+        inputs, final_inputs = (observe(normalizer.obs, x) for x in (tr.obs, tr.final_obs))
+        if network.shared:
+            next_values = network.apply(state.params, final_inputs, 2, method=ActorCritic.value)
+        else:  # one pass of the value tower over the observations and the next ones
+            values, next_values = network.apply(state.params, jnp.stack([inputs, final_inputs]),
+                                                3, method=ActorCritic.value)
+            tr = tr._replace(value=values)
         rewards = tr.reward
         if env_config.normalize_reward:
             normalizer, rewards = scale_rewards(normalizer, rewards, tr.episode_done, hp.gamma,
@@ -368,8 +378,7 @@ def make_ppo(
         )
         flat = lambda x: x.reshape((batch_size,) + x.shape[2:])  # noqa: E731
         learner_batch = jax.tree.map(
-            flat, (observe(normalizer.obs, tr.obs), tr.action, tr.log_prob, tr.value,
-                   advantages, returns)
+            flat, (inputs, tr.action, tr.log_prob, tr.value, advantages, returns)
         )
         learned = learn(state.params, state.opt_state, learner_batch, shuffle_key, hp)
         info = LossInfo(*(learned.info_sum / jnp.maximum(learned.computed, 1)))

@@ -95,3 +95,19 @@ def test_init_params_draws_each_kernel_orthogonal_with_its_gain():
     other = init_params(net, jax.random.key(1), jnp.zeros((1, 5)))["params"]
     np.testing.assert_array_equal(again["towers"]["kernel_1"], params["towers"]["kernel_1"])
     assert not np.allclose(other["towers"]["kernel_1"], params["towers"]["kernel_1"])
+
+
+@pytest.mark.parametrize("kwargs, obs_shape", [
+    ({}, (5,)), ({"shared": True}, (5,)), ({"gaussian": True}, (5,)),
+    ({"conv_channels": (4,), "hidden_sizes": (8,)}, (6, 6, 2)),
+])
+def test_policy_and_value_methods_match_the_full_network(kwargs, obs_shape):
+    net = ActorCritic(num_outputs=3, **kwargs)
+    params = init_params(net, jax.random.key(0), jnp.zeros((1, *obs_shape)))
+    obs = jax.random.normal(jax.random.key(1), (2, 3, *obs_shape))
+    policy_out, value = net.apply(params, obs, 2)
+    alone = net.apply(params, obs, 2, method=ActorCritic.policy)
+    for a, b in zip(jax.tree.leaves(alone), jax.tree.leaves(policy_out)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(net.apply(params, obs, 2, method=ActorCritic.value), value,
+                               rtol=1e-5, atol=1e-6)
