@@ -6,10 +6,10 @@
 For each num_envs: compile time of the whole-run program (cold: the best of two compiles, each
 into an empty cache; and again from JAX's persistent compilation cache, as a second run of the
 same config gets it when JAX_COMPILATION_CACHE_DIR is set), its steady-state training env
-steps/s (compile excluded), and the env steps/s of the same envs stepped with random actions (vmapped over envs, scanned
-over time, no learning); each is the best of --repeats runs, the programs taking turns. Writes
-a JSON file and a PNG plot next to it. Other settings are PureJaxRL's CartPole ones (128 steps,
-4 epochs x 4 minibatches, two 64x64 tanh towers).
+steps/s (compile excluded), and the env steps/s of the same envs stepped with random actions
+(vmapped over envs, scanned over time, no learning); each is the best of --repeats runs, the
+programs taking turns. Writes a JSON file and a PNG plot next to it. Other settings are
+PureJaxRL's CartPole ones (128 steps, 4 epochs x 4 minibatches, two 64x64 tanh towers).
 """
 
 from __future__ import annotations
@@ -34,14 +34,13 @@ from purerl.ppo import make_train
 
 RESULTS = Path(__file__).resolve().parent / "results"
 COLD_COMPILES = 2
-CACHE_ROOT = tempfile.mkdtemp(prefix="purerl_xla_cache_")
 
 
-def empty_compilation_cache() -> None:
-    """Points JAX's persistent compilation cache at a new empty directory under CACHE_ROOT:
-    the next compile is cold (and writes it), a build of the same program after it a hit."""
+def empty_compilation_cache(root: str) -> None:
+    """Points JAX's persistent compilation cache at a new empty directory under `root`: the
+    next compile is cold (and writes it), a build of the same program after it a hit."""
     compilation_cache.reset_cache()
-    compilation_cache.set_cache_dir(tempfile.mkdtemp(dir=CACHE_ROOT))
+    compilation_cache.set_cache_dir(tempfile.mkdtemp(dir=root))
 
 
 def raw_env_program(env, env_params, num_envs: int, num_steps: int, num_rollouts: int,
@@ -97,7 +96,8 @@ def timed(programs: dict, key, repeats: int) -> tuple[dict, dict]:
     return best, outputs
 
 
-def measure(env_name: str, num_envs: int, timesteps: int, min_updates: int, repeats: int) -> dict:
+def measure(env_name: str, num_envs: int, timesteps: int, min_updates: int, repeats: int,
+            cache_root: str) -> dict:
     config = Config(env=EnvConfig(name=env_name, num_envs=num_envs))
     config.total_timesteps = max(timesteps, min_updates * config.batch_size)
     validate(config, jax.local_device_count())
@@ -114,7 +114,7 @@ def measure(env_name: str, num_envs: int, timesteps: int, min_updates: int, repe
     # shared machine one compile can take 1.3x another of the same program).
     cold_s = []
     for _ in range(COLD_COMPILES):
-        empty_compilation_cache()
+        empty_compilation_cache(cache_root)
         start = time.perf_counter()
         programs["train"] = jax.jit(make_train(config)).lower(key).compile()
         cold_s.append(time.perf_counter() - start)
@@ -178,6 +178,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=RESULTS / "throughput.json")
     args = parser.parse_args()
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    cache_root = tempfile.mkdtemp(prefix="purerl_xla_cache_")
 
     device = jax.devices()[0]
     result = {
@@ -187,10 +188,11 @@ def main() -> None:
         "num_devices": jax.local_device_count(),
         "host": platform.processor() or platform.machine(),
         "jax": jax.__version__,
-        "rows": [measure(args.env, n, args.timesteps, args.min_updates, args.repeats)
+        "rows": [measure(args.env, n, args.timesteps, args.min_updates, args.repeats,
+                         cache_root)
                  for n in args.num_envs],
     }
-    shutil.rmtree(CACHE_ROOT)
+    shutil.rmtree(cache_root)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     plot(result, args.out.with_suffix(".png"))

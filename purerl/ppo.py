@@ -27,8 +27,8 @@ from purerl.gae import compute_gae
 from purerl.losses import LossInfo, normalize_advantages, ppo_loss
 from purerl.networks import ActorCritic, init_params
 from purerl.packing import batch_packer
-from purerl.prng import convert_key, draw_keys, random_permutations
 from purerl.parallel import DEVICE_AXIS, make_mesh, map_seeds, shard_over_devices
+from purerl.prng import convert_key, draw_keys, random_permutations
 from purerl.schedules import HyperParams, hyperparams_from_config, scheduled_hyperparams
 from purerl.spaces import ActionSpec
 
