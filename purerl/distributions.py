@@ -3,8 +3,9 @@
 The policy head's output is `logits [..., sum(num_choices)]` (categorical) or
 `(mean, log_std)`, each `[..., d]` (Gaussian). Actions are flat: int32 `[..., num_controls]`
 or float32 `[..., d]`; `ActionSpec.to_env` turns them into what the env takes. Sampling takes
-noise drawn ahead of time (`noise`), so a rollout can draw all of its noise before the scan.
-Temperature tau scales logits by 1 / tau or the std by tau; tau = 0 gives the mode.
+noise drawn ahead of time (`noise`, or `noise_from_bits` of bits drawn with others), so a
+rollout can draw all of its noise before the scan. Temperature tau scales logits by 1 / tau
+or the std by tau; tau = 0 gives the mode.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Callable, Tuple
 import jax
 import jax.numpy as jnp
 
+from purerl.prng import gumbel_from_bits, normal_from_bits
 from purerl.spaces import ActionSpec
 
 LOG_2PI = math.log(2.0 * math.pi)
@@ -86,12 +88,18 @@ class ActionDistribution:
         bounds = [sum(self.spec.num_choices[:i]) for i in range(1, self.spec.num_controls)]
         return tuple(jnp.split(logits, bounds, axis=-1))
 
+    def noise_shape(self, batch_shape: Tuple[int, ...]) -> Tuple[int, ...]:
+        return (*batch_shape, self.spec.num_outputs)
+
+    def noise_from_bits(self, bits: jax.Array) -> jax.Array:
+        """Gumbel (categorical) or standard normal (Gaussian) noise of uint32 `bits` shaped
+        `noise_shape(batch_shape)`."""
+        return normal_from_bits(bits) if self.is_gaussian else gumbel_from_bits(bits)
+
     def noise(self, key: jax.Array, batch_shape: Tuple[int, ...]) -> jax.Array:
-        """Gumbel `[*batch, sum(num_choices)]` or standard normal `[*batch, d]` noise."""
-        shape = (*batch_shape, self.spec.num_outputs)
-        if self.is_gaussian:
-            return jax.random.normal(key, shape)
-        return jax.random.gumbel(key, shape)
+        """Gumbel `[*batch, sum(num_choices)]` or standard normal `[*batch, d]` noise, as
+        `jax.random.gumbel` or `jax.random.normal` draw it from `key`."""
+        return self.noise_from_bits(jax.random.bits(key, self.noise_shape(batch_shape)))
 
     def sample(self, out, noise: jax.Array, temperature: float | jax.Array = 1.0) -> jax.Array:
         """An action from the head's output `out` and `noise` (from `noise`), at `temperature`."""

@@ -62,23 +62,39 @@ def _orthogonal_from_normal(normal: jax.Array, scale: float) -> jax.Array:
     return scale * (q.T if rows < cols else q)
 
 
-def init_params(module: nn.Module, key: jax.Array, *example_args) -> Any:
+def _is_box(x) -> bool:
+    return isinstance(x, Orthogonal)
+
+
+def kernel_normal_size(module: nn.Module, *example_args) -> int:
+    """How many standard normal numbers `init_params` draws for `module`'s orthogonal kernels
+    (a static count, from the shapes alone)."""
+    variables = jax.eval_shape(lambda: module.init(jax.random.key(0), *example_args))
+    return sum(leaf.value.size for leaf in jax.tree.leaves(variables, is_leaf=_is_box)
+               if _is_box(leaf))
+
+
+def init_params(module: nn.Module, key: jax.Array, *example_args,
+                normal: Optional[jax.Array] = None) -> Any:
     """`module.init(key, *example_args)` with every `orthogonal` kernel drawn at once.
 
-    One normal sample of all the kernels' sizes, then one QR per `[in, out]` matrix: a flax
-    init draws each kernel from a key of its own, and on CPU every draw and key derivation is
-    a kernel for XLA to compile (the init was a third of the training program's compile time).
-    Each QR runs unbatched: on several CPU devices a batched LAPACK QR waits for pool threads
-    that are all busy (a hang seen with 2 forced devices on 2 cores).
+    One normal sample of all the kernels' sizes (`normal [kernel_normal_size(...)]`, drawn
+    from `key` when not given), then one QR per `[in, out]` matrix: a flax init draws each
+    kernel from a key of its own, and on CPU every draw and key derivation is a kernel for XLA
+    to compile (the init was a third of the training program's compile time). Each QR runs
+    unbatched: on several CPU devices a batched LAPACK QR waits for pool threads that are all
+    busy (a hang seen with 2 forced devices on 2 cores).
     """
-    is_box = lambda x: isinstance(x, Orthogonal)  # noqa: E731
     # flax folds each parameter's name into `key` before drawing: the same key serves both.
-    leaves, treedef = jax.tree.flatten(module.init(key, *example_args), is_leaf=is_box)
-    boxes = [leaf for leaf in leaves if is_box(leaf)]
+    leaves, treedef = jax.tree.flatten(module.init(key, *example_args), is_leaf=_is_box)
+    boxes = [leaf for leaf in leaves if _is_box(leaf)]
     sizes = [box.value.size for box in boxes]
-    normals = jnp.split(jax.random.normal(key, (sum(sizes),)), np.cumsum(sizes)[:-1])
+    if normal is None:
+        normal = jax.random.normal(key, (sum(sizes),))
+    normals = jnp.split(normal, np.cumsum(sizes)[:-1])
     drawn = iter(_draw_kernel(box, normal) for box, normal in zip(boxes, normals))
-    return jax.tree.unflatten(treedef, [next(drawn) if is_box(leaf) else leaf for leaf in leaves])
+    return jax.tree.unflatten(treedef, [next(drawn) if _is_box(leaf) else leaf
+                                        for leaf in leaves])
 
 
 def _draw_kernel(box: Orthogonal, normal: jax.Array) -> jax.Array:

@@ -22,7 +22,7 @@ def batch_packer(example) -> Tuple[Callable[[Any], Packed], Callable[[Packed], A
     `pack(tree)` concatenates the leaves of each dtype, flattened to `[B, size]`, into one
     `[B, n]` array, keyed by dtype name (`int32_weak` for weakly typed int32 leaves); PRNG-key
     leaves are passed through as they are. `unpack(pack(tree))` is `tree`, bit for bit and
-    type for type.
+    type for type, for any batch size B (the example's fixes only the trailing shapes).
     """
     leaves, treedef = jax.tree.flatten(example)
     is_key = [jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key) for leaf in leaves]
@@ -31,8 +31,8 @@ def batch_packer(example) -> Tuple[Callable[[Any], Packed], Callable[[Packed], A
         if not is_key[i]:  # weakly typed leaves apart: they must come back weakly typed
             weak = "_weak" if jax.typeof(leaf).weak_type else ""
             groups.setdefault(jnp.dtype(leaf.dtype).name + weak, []).append(i)
-    shapes = [leaf.shape for leaf in leaves]
-    sizes = [int(np.prod(shape[1:], dtype=int)) for shape in shapes]  # per batch entry
+    shapes = [leaf.shape[1:] for leaf in leaves]  # per batch entry
+    sizes = [int(np.prod(shape, dtype=int)) for shape in shapes]
 
     def pack(tree) -> Packed:
         leaves = jax.tree.leaves(tree)
@@ -47,7 +47,8 @@ def batch_packer(example) -> Tuple[Callable[[Any], Packed], Callable[[Packed], A
         for name, members in groups.items():
             start = 0
             for i in members:
-                out[i] = packed[name][:, start:start + sizes[i]].reshape(shapes[i])
+                part = packed[name][:, start:start + sizes[i]]
+                out[i] = part.reshape(part.shape[0], *shapes[i])
                 start += sizes[i]
         keys = iter(keys)
         return jax.tree.unflatten(treedef, [next(keys) if key else x

@@ -25,10 +25,11 @@ from purerl.envs.normalization import (
 )
 from purerl.gae import compute_gae
 from purerl.losses import LossInfo, normalize_advantages, ppo_loss
-from purerl.networks import ActorCritic, init_params
+from purerl.networks import ActorCritic, init_params, kernel_normal_size
 from purerl.packing import batch_packer
 from purerl.parallel import DEVICE_AXIS, make_mesh, map_seeds, shard_over_devices
-from purerl.prng import convert_key, draw_keys, random_permutations
+from purerl.prng import (convert_key, draw_bits, key_words, keys_from_bits, normal_from_bits,
+                         permutation_bits_shape, permutations_from_bits)
 from purerl.schedules import HyperParams, hyperparams_from_config, scheduled_hyperparams
 from purerl.spaces import ActionSpec
 
@@ -54,12 +55,18 @@ class Transition(NamedTuple):
     log_prob: jax.Array
     value: jax.Array  # V(obs); with separate value towers, computed after the rollout's scan
     reward: jax.Array
-    terminated: jax.Array
-    truncated: jax.Array
+    # uint8: bit 0 terminated, bit 1 truncated; one output for the scan to write, not two
+    ends: jax.Array
     final_obs: jax.Array  # the true next observation (pre-reset on an episode's last step)
-    episode_done: jax.Array
-    episode_return: jax.Array  # a completed episode's return on its last step, else 0
-    episode_length: jax.Array
+    episode_done: Optional[jax.Array]  # kept only for reward normalization
+
+
+class EpisodeSums(NamedTuple):
+    """Sums over the episodes that ended in a rollout: `[B]` per env, or over envs `[]`."""
+
+    episode_return: jax.Array  # float32
+    episode_length: jax.Array  # int32
+    count: jax.Array  # int32
 
 
 class Metrics(NamedTuple):
@@ -101,20 +108,32 @@ class PPO(NamedTuple):
 
 
 class _LearnerCarry(NamedTuple):
-    params: Any  # raveled `[P]` inside the scan, the tree once it is done
+    params: jax.Array  # raveled `[P]`
     opt_state: Any
     stopped: jax.Array  # bool [], target KL exceeded: skip the remaining steps
     info_sum: jax.Array  # [5], the LossInfo fields summed over the minibatches computed
     computed: jax.Array  # int32 []
     taken: jax.Array  # int32 [], optimizer steps applied
-    nonfinite: jax.Array  # int32 [], NaN-guard bits of the loss, gradients and params
+    nonfinite: jax.Array  # int32 [], NaN-guard bits of the loss and gradients
 
 
-def _all_finite(tree) -> jax.Array:
-    """Whether every float leaf of `tree` is finite (a bool scalar): one reduction over the
-    leaves raveled together, not one per leaf."""
-    leaves = [x for x in jax.tree.leaves(tree) if jnp.issubdtype(x.dtype, jnp.floating)]
-    return jnp.isfinite(ravel_pytree(leaves)[0]).all() if leaves else True
+def _nonfinite_bits(*checked: Tuple[Any, int]) -> jax.Array:
+    """The OR of the `bit`s of those `(tree, bit)` pairs whose tree has a non-finite float
+    leaf, an int32 scalar: one reduction over all the leaves raveled together, not one per
+    leaf or per tree."""
+    leaves, bits = [], []
+    for tree, bit in checked:
+        for leaf in jax.tree.leaves(tree):
+            if jnp.issubdtype(leaf.dtype, jnp.floating):
+                leaves.append(leaf.ravel().astype(jnp.float32))
+                bits.append((leaf.size, bit))
+    values = jnp.concatenate(leaves)
+    index, leaf_bit, start = jnp.arange(values.size), jnp.int32(0), 0
+    for size, bit in bits:  # leaf_bit[i]: the bit of the tree that values[i] is from
+        leaf_bit = jnp.where(index >= start, bit, leaf_bit)
+        start += size
+    flags = jnp.where(jnp.isfinite(values), 0, leaf_bit)
+    return jax.lax.reduce(flags, np.int32(0), jax.lax.bitwise_or, (0,))
 
 
 def make_optimizer(max_grad_norm, lr) -> optax.GradientTransformation:
@@ -223,20 +242,32 @@ def make_ppo(
     def psum(x):
         return x if axis_name is None else jax.lax.psum(x, axis_name)
 
+    impl = config.prng_impl
+    words = key_words(impl)
+    as_keys = functools.partial(keys_from_bits, impl=impl)
+    noise_shape = policy.noise_shape((num_steps, num_envs))
+    shuffle_shape = permutation_bits_shape(num_epochs, batch_size, impl)
+
     def fork(key, shared_shapes, device_shapes):
-        """(keys of `shared_shapes`, the same on every device; keys of `device_shapes`, each
-        device its own): one draw on one device, two and a fold-in on several."""
+        """(uint32 bits of `shared_shapes`, the same on every device; bits of `device_shapes`,
+        each device its own): one draw on one device, two and a fold-in on several. A key of
+        shape `s` is bits of shape `(*s, words)`."""
         if axis_name is None:
-            keys = draw_keys(key, *shared_shapes, *device_shapes)
-            return keys[:len(shared_shapes)], keys[len(shared_shapes):]
-        *shared, device = draw_keys(key, *shared_shapes, ())
-        device = jax.random.fold_in(device, jax.lax.axis_index(axis_name))
-        return shared, draw_keys(device, *device_shapes)
+            bits = draw_bits(key, *shared_shapes, *device_shapes)
+            return bits[:len(shared_shapes)], bits[len(shared_shapes):]
+        *shared, device = draw_bits(key, *shared_shapes, (words,))
+        device = jax.random.fold_in(as_keys(device), jax.lax.axis_index(axis_name))
+        return shared, draw_bits(device, *device_shapes)
 
     def init(key: jax.Array, hparams: HyperParams) -> RunnerState:
-        (key, params_key), (env_keys,) = fork(convert_key(key, config.prng_impl), [(), ()],
-                                              [(num_envs,)])
-        params = init_params(network, params_key, jnp.zeros((1, *obs_shape), jnp.float32))
+        example_obs = jnp.zeros((1, *obs_shape), jnp.float32)
+        (init_keys, normal_bits), (env_keys,) = fork(
+            convert_key(key, impl), [(2, words), (kernel_normal_size(network, example_obs),)],
+            [(num_envs, words)])
+        key, params_key = as_keys(init_keys)
+        params = init_params(network, params_key, example_obs,
+                             normal=normal_from_bits(normal_bits))
+        env_keys = as_keys(env_keys)
         opt_state = make_optimizer(hparams.max_grad_norm, hparams.lr).init(
             ravel_pytree(params)[0])
         obs, env_state = varying(reset_envs(env_keys, env_params))
@@ -245,27 +276,36 @@ def make_ppo(
         return RunnerState(params, opt_state, env_state, obs, normalizer, key, jnp.int32(0),
                            hparams)
 
-    def rollout(params, env_state, obs, obs_stats, keys) -> Tuple[Any, jax.Array, Transition]:
-        """`keys`: (the action noise's key, the envs' key, reset keys `[T, B]`)."""
+    def rollout(params, env_state, obs, obs_stats, bits
+                ) -> Tuple[Any, jax.Array, Transition, EpisodeSums]:
+        """`bits`: uint32 bits of the action noise `noise_shape`, the envs' key `[words]` and
+        the reset keys `[T, B, words]`. The completed episodes' sums `[B]` are carried through
+        the scan, not stored per step: three fewer outputs for every step to write."""
         # All of the rollout's randomness is drawn up front, outside the scan: on CPU every
         # random op inside the loop costs a small loop of its own per step. That includes the
         # envs' auto-resets when the env can take them (`Agent.draw_resets`). The env keys are
         # a split of their own, which XLA drops when the env's step ignores its key.
-        noise_key, env_key, reset_keys = keys
-        noises = policy.noise(noise_key, (num_steps, num_envs))
+        noise_bits, env_key, reset_keys = bits
+        noises = policy.noise_from_bits(noise_bits)
+        env_key, reset_keys = as_keys(env_key), as_keys(reset_keys)
         env_keys = jax.random.split(env_key, (num_steps, num_envs))
-        resets = None
-        if agent.draw_resets is not None:
-            resets = jax.tree.map(
-                lambda x: x.reshape(num_steps, num_envs, *x.shape[1:]),
-                agent.draw_resets(reset_keys.reshape(num_steps * num_envs), env_params))
+        resets, unpack_resets = None, None
+        if agent.draw_resets is not None:  # packed like the carry: fewer arrays to slice
+            drawn = agent.draw_resets(reset_keys.reshape(num_steps * num_envs), env_params)
+            pack_resets, unpack_resets = batch_packer(drawn)
+            resets = jax.tree.map(lambda x: x.reshape(num_steps, num_envs, *x.shape[1:]),
+                                  pack_resets(drawn))
 
         # The carry as one [B, n] array per dtype: XLA:CPU copies every carried leaf each step.
-        pack, unpack = batch_packer((env_state, obs))
+        no_episodes = EpisodeSums(jnp.zeros(num_envs), jnp.zeros(num_envs, jnp.int32),
+                                  jnp.zeros(num_envs, jnp.int32))
+        pack, unpack = batch_packer((env_state, obs, no_episodes))
 
         def step(carry, inputs):
-            env_state, obs = unpack(carry)
+            env_state, obs, sums = unpack(carry)
             action_noise, env_keys, resets = inputs
+            if resets is not None:
+                resets = unpack_resets(resets)
             if network.shared:  # one trunk gives both
                 policy_out, value = network.apply(params, observe(obs_stats, obs))
             else:  # the value tower runs after the rollout, on all its observations at once
@@ -276,17 +316,23 @@ def make_ppo(
             next_obs, env_state, reward, terminated, truncated, info = step_envs(
                 env_keys, env_state, spec.to_env(action), env_params, resets
             )
+            done = info["episode_done"]
             transition = Transition(
                 obs, action, policy.log_prob(policy_out, action), value,
-                reward.astype(jnp.float32), terminated, truncated, info["final_observation"],
-                info["episode_done"], info["episode_return"], info["episode_length"],
+                reward.astype(jnp.float32),
+                terminated.astype(jnp.uint8) | truncated.astype(jnp.uint8) << 1,
+                info["final_observation"],
+                done if env_config.normalize_reward else None,
             )
-            return pack((env_state, next_obs)), transition
+            # The wrapper's episode return and length are zero on steps that end no episode.
+            sums = EpisodeSums(sums.episode_return + info["episode_return"],
+                               sums.episode_length + info["episode_length"], sums.count + done)
+            return pack((env_state, next_obs, sums)), transition
 
-        carry, transitions = jax.lax.scan(step, pack((env_state, obs)),
+        carry, transitions = jax.lax.scan(step, pack((env_state, obs, no_episodes)),
                                           (noises, env_keys, resets))
-        env_state, obs = unpack(carry)
-        return env_state, obs, transitions
+        env_state, obs, sums = unpack(carry)
+        return env_state, obs, transitions, sums
 
     def minibatch_loss(params, minibatch, hp: HyperParams):
         obs, action, old_log_prob, old_value, advantages, returns = minibatch
@@ -298,18 +344,19 @@ def make_ppo(
             clip_value=ppo.clip_value,
         )
 
-    def learn(params, opt_state, batch, key, hp: HyperParams) -> _LearnerCarry:
-        """All epochs x minibatches as one scan over pre-shuffled minibatches `[E*M, mb, ...]`.
+    def learn(flat_params, unravel, opt_state, batch, shuffle_bits, hp: HyperParams
+              ) -> _LearnerCarry:
+        """All epochs x minibatches as one scan over pre-shuffled minibatches `[E*M, mb, ...]`,
+        shuffled by uint32 `shuffle_bits` of `shuffle_shape`.
 
-        The scan carries the parameters raveled into one vector `[P]`, the optimizer's own
-        layout: each step then unravels them once for the network (slices that fuse into its
-        matmuls) and updates them in one fused op.
+        It works on the parameters raveled into one vector `flat_params [P]` (`unravel` gives
+        the tree), the optimizer's own layout: each step then unravels them once for the
+        network (slices that fuse into its matmuls) and updates them in one fused op.
         """
         optimizer = make_optimizer(hp.max_grad_norm, hp.lr)
-        flat_params, unravel = ravel_pytree(params)
         grad_fn = jax.value_and_grad(
             lambda flat, minibatch: minibatch_loss(unravel(flat), minibatch, hp), has_aux=True)
-        indices = random_permutations(key, num_epochs, batch_size).reshape(
+        indices = permutations_from_bits(shuffle_bits, batch_size, impl).reshape(
             num_epochs * num_minibatches, minibatch_size)
         obs, action, log_prob, value, advantages, returns = jax.tree.map(
             lambda x: x[indices], batch)
@@ -347,20 +394,19 @@ def make_ppo(
         carry = _LearnerCarry(flat_params, opt_state, jnp.bool_(False),
                               jnp.zeros(len(LossInfo._fields)), jnp.int32(0), jnp.int32(0),
                               jnp.int32(0))
-        carry, _ = jax.lax.scan(minibatch_step, carry, minibatches)
-        params_ok = jnp.isfinite(carry.params).all()  # checked raveled: one reduction
-        return carry._replace(params=unravel(carry.params),
-                              nonfinite=carry.nonfinite | jnp.where(params_ok, 0, 4))
+        return jax.lax.scan(minibatch_step, carry, minibatches)[0]
 
     def update(state: RunnerState) -> Tuple[RunnerState, Metrics]:
         hp = scheduled_hyperparams(config, state.hparams, state.update)
-        (key,), (*rollout_keys, shuffle_key) = fork(state.key, [()],
-                                                     [(), (), (num_steps, num_envs), ()])
+        (key,), (*rollout_bits, shuffle_bits) = fork(
+            state.key, [(words,)], [noise_shape, (words,), (num_steps, num_envs, words),
+                                    shuffle_shape])
+        key = as_keys(key)
         # One rollout and its learning phase see the statistics from before the rollout;
         # they are updated with its observations / returns afterwards.
         normalizer = state.normalizer
-        env_state, obs, tr = rollout(state.params, state.env_state, state.obs, normalizer.obs,
-                                     rollout_keys)
+        env_state, obs, tr, episodes = rollout(state.params, state.env_state, state.obs,
+                                               normalizer.obs, rollout_bits)
         inputs, final_inputs = (observe(normalizer.obs, x) for x in (tr.obs, tr.final_obs))
         if network.shared:
             next_values = network.apply(state.params, final_inputs, 2, method=ActorCritic.value)
@@ -373,14 +419,15 @@ def make_ppo(
             normalizer, rewards = scale_rewards(normalizer, rewards, tr.episode_done, hp.gamma,
                                                 env_config.clip_reward, axis_name)
         advantages, returns = compute_gae(
-            rewards, tr.value, next_values, tr.terminated, tr.truncated,
+            rewards, tr.value, next_values, (tr.ends & 1) > 0, (tr.ends & 2) > 0,
             gamma=hp.gamma, gae_lambda=hp.gae_lambda,
         )
         flat = lambda x: x.reshape((batch_size,) + x.shape[2:])  # noqa: E731
         learner_batch = jax.tree.map(
             flat, (inputs, tr.action, tr.log_prob, tr.value, advantages, returns)
         )
-        learned = learn(state.params, state.opt_state, learner_batch, shuffle_key, hp)
+        flat_params, unravel = ravel_pytree(state.params)
+        learned = learn(flat_params, unravel, state.opt_state, learner_batch, shuffle_bits, hp)
         info = LossInfo(*(learned.info_sum / jnp.maximum(learned.computed, 1)))
 
         value_mean, return_mean = pmean((tr.value.mean(), returns.mean()))
@@ -388,26 +435,25 @@ def make_ppo(
             (jnp.square(returns - tr.value - (return_mean - value_mean)).mean(),
              jnp.square(returns - return_mean).mean())
         )
-        done = tr.episode_done
-        episode_sums = psum((jnp.where(done, tr.episode_return, 0.0).sum(),
-                             jnp.where(done, tr.episode_length, 0).sum(), done.sum()))
+        episodes = psum(jax.tree.map(jnp.sum, episodes))
         if env_config.normalize_obs:
             normalizer = normalizer._replace(
                 obs=update_running_stats(normalizer.obs, flat(tr.obs), axis_name))
         metrics = Metrics(
-            episode_return_sum=episode_sums[0], episode_length_sum=episode_sums[1],
-            episode_count=episode_sums[2],
+            episode_return_sum=episodes.episode_return,
+            episode_length_sum=episodes.episode_length, episode_count=episodes.count,
             policy_loss=info.policy_loss, value_loss=info.value_loss, entropy=info.entropy,
             approx_kl=info.approx_kl, clip_frac=info.clip_frac,
             explained_variance=jnp.where(return_var > 0, 1.0 - residual_var / return_var, 0.0),
             value_mean=value_mean, opt_steps=learned.taken, learning_rate=hp.lr,
             ent_coef=hp.ent_coef, clip_eps=hp.clip_eps, vf_coef=hp.vf_coef, gamma=hp.gamma,
             gae_lambda=hp.gae_lambda,
-            nonfinite=(learned.nonfinite | jnp.where(_all_finite(learned.opt_state), 0, 8)
-                       | jnp.where(_all_finite((normalizer.obs, normalizer.ret)), 0, 16)),
+            nonfinite=learned.nonfinite | _nonfinite_bits(
+                (learned.params, 4), (learned.opt_state, 8),
+                ((normalizer.obs, normalizer.ret), 16)),
         )
-        new_state = RunnerState(learned.params, learned.opt_state, env_state, obs, normalizer,
-                                key, state.update + 1, state.hparams)
+        new_state = RunnerState(unravel(learned.params), learned.opt_state, env_state, obs,
+                                normalizer, key, state.update + 1, state.hparams)
         return new_state, metrics
 
     return PPO(init=init, update=update)

@@ -2,8 +2,8 @@
 
 On CPU each draw from a key (a split, a `bits`, a `uniform`) is a random-bit generator that
 XLA expands into kernels of about 500 ops each; they were the most expensive kernels of the
-training program to compile. So the run converts keys without drawing, and derives all the
-keys a step needs from one draw.
+training program to compile. So the run converts keys without drawing, and makes all the
+keys and random numbers a step needs from one draw of bits.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import List, Tuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 
 def key_words(impl: str) -> int:
@@ -36,19 +37,48 @@ def convert_key(key: jax.Array, impl: str) -> jax.Array:
     return jax.random.wrap_key_data(tiled, impl=impl)
 
 
+def draw_bits(key: jax.Array, *shapes: Tuple[int, ...]) -> List[jax.Array]:
+    """uint32 bits of each of `shapes`, all from one draw of `key`'s bits, where a draw per
+    shape would be a random-bit generator each."""
+    sizes = [math.prod(shape) for shape in shapes]
+    bits = jax.random.bits(key, (sum(sizes),), jnp.uint32)
+    starts = np.cumsum([0, *sizes])
+    return [bits[start:start + size].reshape(shape)
+            for shape, start, size in zip(shapes, starts, sizes)]
+
+
+def keys_from_bits(bits: jax.Array, impl: str) -> jax.Array:
+    """Keys `[...]` of PRNG `impl` made of the words `bits [..., key_words(impl)]`."""
+    return jax.random.wrap_key_data(bits, impl=impl)
+
+
 def draw_keys(key: jax.Array, *shapes: Tuple[int, ...]) -> List[jax.Array]:
-    """Keys of each of `shapes` (same PRNG as `key`), all from one draw of `key`'s bits, where
-    a split per shape would be a random-bit generator each."""
+    """Keys of each of `shapes` (same PRNG as `key`), all from one draw (`draw_bits`)."""
     impl = str(jax.random.key_impl(key))
     words = key_words(impl)
-    sizes = [math.prod(shape) * words for shape in shapes]
-    bits = jax.random.bits(key, (sum(sizes),), jnp.uint32)
-    keys, start = [], 0
-    for shape, size in zip(shapes, sizes):
-        keys.append(jax.random.wrap_key_data(bits[start:start + size].reshape(*shape, words),
-                                             impl=impl))
-        start += size
-    return keys
+    return [keys_from_bits(bits, impl)
+            for bits in draw_bits(key, *((*shape, words) for shape in shapes))]
+
+
+def uniform_from_bits(bits: jax.Array, minval: float = 0.0, maxval: float = 1.0) -> jax.Array:
+    """float32 uniform in `[minval, maxval)` of the same shape as the uint32 `bits`, made the
+    way `jax.random.uniform` makes them: the same numbers as it gives for a key whose
+    `jax.random.bits` are `bits`."""
+    mantissa = jax.lax.shift_right_logical(bits, jnp.uint32(32 - 23))
+    one = jnp.uint32(np.float32(1.0).view(np.uint32))
+    floats = jax.lax.bitcast_convert_type(mantissa | one, jnp.float32) - 1.0
+    return jnp.maximum(jnp.float32(minval), floats * (jnp.float32(maxval) - minval) + minval)
+
+
+def gumbel_from_bits(bits: jax.Array) -> jax.Array:
+    """Standard Gumbel noise from uint32 `bits`, as `jax.random.gumbel` makes it."""
+    return -jnp.log(-jnp.log(uniform_from_bits(bits, np.finfo(np.float32).tiny, 1.0)))
+
+
+def normal_from_bits(bits: jax.Array) -> jax.Array:
+    """Standard normal noise from uint32 `bits`, as `jax.random.normal` makes it."""
+    low = np.nextafter(np.float32(-1.0), np.float32(0.0))
+    return np.float32(np.sqrt(2)) * jax.lax.erf_inv(uniform_from_bits(bits, low, 1.0))
 
 
 # Up to this many index bits, `random_permutations` packs a random key and the index into one
@@ -57,16 +87,34 @@ def draw_keys(key: jax.Array, *shapes: Tuple[int, ...]) -> List[jax.Array]:
 _PACKED_SORT_MAX_INDEX_BITS = 13
 
 
-def random_permutations(key: jax.Array, num: int, size: int) -> jax.Array:
-    """`[num, size]` int32, each row a random permutation of `range(size)`.
+def _index_bits(size: int) -> int:
+    return max(size - 1, 1).bit_length()
+
+
+def permutation_bits_shape(num: int, size: int, impl: str) -> Tuple[int, ...]:
+    """The shape of the uint32 bits that `permutations_from_bits` makes `[num, size]` from."""
+    if _index_bits(size) > _PACKED_SORT_MAX_INDEX_BITS:
+        return (num, key_words(impl))  # a key per row
+    return (num, size)
+
+
+def permutations_from_bits(bits: jax.Array, size: int, impl: str) -> jax.Array:
+    """`[num, size]` int32, each row a random permutation of `range(size)`, from uint32 `bits`
+    of `permutation_bits_shape(num, size, impl)`.
 
     Small sizes sort one uint32 array (random high bits, the index in the low bits): XLA:CPU
     sorts a single primitive array with its fast path, where `jax.random.permutation`'s
     key-value sort calls a comparator per comparison (about 4x slower for 4 x 512).
     """
-    index_bits = max(size - 1, 1).bit_length()
+    index_bits = _index_bits(size)
     if index_bits > _PACKED_SORT_MAX_INDEX_BITS:
-        return jax.vmap(lambda k: jax.random.permutation(k, size))(jax.random.split(key, num))
-    bits = jax.random.bits(key, (num, size), jnp.uint32)
+        return jax.vmap(lambda k: jax.random.permutation(k, size))(keys_from_bits(bits, impl))
     packed = (bits >> index_bits << index_bits) | jnp.arange(size, dtype=jnp.uint32)
     return (jax.lax.sort(packed, dimension=1) & ((1 << index_bits) - 1)).astype(jnp.int32)
+
+
+def random_permutations(key: jax.Array, num: int, size: int) -> jax.Array:
+    """`[num, size]` int32 random permutations of `range(size)`, from one draw of `key`."""
+    impl = str(jax.random.key_impl(key))
+    (bits,) = draw_bits(key, permutation_bits_shape(num, size, impl))
+    return permutations_from_bits(bits, size, impl)

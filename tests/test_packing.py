@@ -51,3 +51,14 @@ def test_packed_carry_of_a_scan_matches_the_tree_carry():
     packed = jax.lax.scan(lambda c, _: (pack(step(unpack(c))), None), pack(tree), None, 5)[0]
     for a, b in zip(jax.tree.leaves(plain), jax.tree.leaves(unpack(packed))):
         np.testing.assert_array_equal(_data(a), _data(b))
+
+
+def test_unpack_takes_any_batch_size():
+    """The packer of a `[3, ...]` example unpacks `[6, ...]` arrays of the same trailing
+    shapes (a rollout's resets, drawn for all steps at once and sliced per step)."""
+    small, large = _tree(2), jax.tree.map(lambda a, b: jnp.concatenate([a, b]), _tree(3), _tree(4))
+    pack, unpack = batch_packer(small)
+    restored = unpack(pack(large))
+    for a, b in zip(jax.tree.leaves(large), jax.tree.leaves(restored)):
+        assert jax.typeof(a) == jax.typeof(b)
+        np.testing.assert_array_equal(_data(a), _data(b))

@@ -1,10 +1,13 @@
-"""Key conversion, keys from one draw, and random permutations."""
+"""Key conversion, keys and numbers from one draw, and random permutations."""
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from purerl.prng import convert_key, draw_keys, random_permutations
+from purerl.prng import (convert_key, draw_bits, draw_keys, gumbel_from_bits, normal_from_bits,
+                         permutation_bits_shape, permutations_from_bits, random_permutations,
+                         uniform_from_bits)
 
 
 @pytest.mark.parametrize("seed", [0, 7, 2**31 - 1])
@@ -32,6 +35,47 @@ def test_draw_keys_gives_distinct_keys_of_each_shape(impl):
     np.testing.assert_array_equal(jax.random.key_data(again), jax.random.key_data(grid))
     draws = jax.vmap(lambda k: jax.random.uniform(k))(grid.reshape(-1))
     assert len(set(np.asarray(draws).tolist())) == 12
+
+
+@pytest.mark.parametrize("impl", ["unsafe_rbg", "threefry2x32"])
+def test_draw_bits_is_one_draw_cut_into_shapes(impl):
+    key = jax.random.key(5, impl=impl)
+    first, grid = draw_bits(key, (3,), (2, 4))
+    assert (first.shape, grid.shape, grid.dtype) == ((3,), (2, 4), np.uint32)
+    whole = np.asarray(jax.random.bits(key, (11,), jnp.uint32))
+    np.testing.assert_array_equal(np.concatenate([first, np.ravel(grid)]), whole)
+
+
+@pytest.mark.parametrize("impl", ["unsafe_rbg", "threefry2x32"])
+def test_numbers_from_bits_are_jax_randoms_numbers(impl):
+    """Uniform, Gumbel and normal numbers made of a key's bits are exactly the numbers that
+    `jax.random` draws from that key (both compiled: run op by op, `x * a + b` is not fused
+    into one rounding)."""
+    shape = (1000, 3)
+
+    @jax.jit
+    def both(key):
+        bits = jax.random.bits(key, shape, jnp.uint32)
+        ours = uniform_from_bits(bits, -2.0, 3.0), gumbel_from_bits(bits), normal_from_bits(bits)
+        theirs = (jax.random.uniform(key, shape, minval=-2.0, maxval=3.0),
+                  jax.random.gumbel(key, shape), jax.random.normal(key, shape))
+        return ours, theirs
+
+    ours, theirs = both(jax.random.key(9, impl=impl))
+    for a, b in zip(ours, theirs):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("size", [6, 512, 9000])
+def test_permutations_from_bits(size):
+    """Small sizes sort packed bits `[num, size]`; large ones take a key per row."""
+    shape = permutation_bits_shape(3, size, "unsafe_rbg")
+    assert shape == ((3, size) if size < 8192 else (3, 4))
+    bits = jax.random.bits(jax.random.key(2), shape, jnp.uint32)
+    perms = np.asarray(permutations_from_bits(bits, size, "unsafe_rbg"))
+    assert perms.shape == (3, size)
+    for row in perms:
+        np.testing.assert_array_equal(np.sort(row), np.arange(size))
 
 
 @pytest.mark.parametrize("size", [6, 512, 9000])

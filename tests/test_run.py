@@ -225,7 +225,7 @@ def test_kill_during_checkpoint_write_keeps_the_previous_one(tmp_path):
 
 def test_nan_guard_stops_and_keeps_the_good_part(tmp_path):
     # NaNChain's NaN reward is a random draw per step (mean first NaN about update 40); with
-    # seed 1 it first comes at update 14, after the checkpoints of updates 5 and 10.
+    # seed 1 it first comes at update 18, after the checkpoints of updates 5, 10 and 15.
     result = run_cli("+env=gymnax", "env.name=custom_envs:NaNChain", *TINY[1:], "seed=1",
                      "total_timesteps=12800", "checkpoint.every=5", f"hydra.run.dir={tmp_path}")
     line = _one_line_error(result, 1)
