@@ -28,11 +28,25 @@ ACTIVATION_FNS: dict[str, Callable[[jax.Array], jax.Array]] = {
 class Orthogonal(struct.PyTreeNode, meta.AxisMetadata):
     """A kernel `[*towers, in, out]` left for `init_params` to draw: zeros of its shape until
     then, and its gain (`scale`). Each of its `batch_ndim` leading axes indexes a separate
-    kernel of its own `[in, out]`."""
+    kernel of its own `[in, out]`; `scale` and `columns` may give one entry per kernel.
+    `columns`: only that many leading columns of a kernel are drawn (an orthogonal
+    `[in, columns]` kernel), the rest stay zero (default: all)."""
 
     value: jax.Array
-    scale: float = struct.field(pytree_node=False)
+    scale: Any = struct.field(pytree_node=False)
     batch_ndim: int = struct.field(pytree_node=False, default=0)
+    columns: Any = struct.field(pytree_node=False, default=None)
+
+    def matrices(self) -> list:
+        """`(gain, drawn columns)` of each `[in, out]` kernel, in order."""
+        num = math.prod(self.value.shape[:self.batch_ndim])
+        columns = self.value.shape[-1] if self.columns is None else self.columns
+        return list(zip(np.broadcast_to(self.scale, num).tolist(),
+                        np.broadcast_to(columns, num).tolist()))
+
+    @property
+    def normal_size(self) -> int:
+        return self.value.shape[-2] * sum(columns for _, columns in self.matrices())
 
     def unbox(self) -> jax.Array:
         return self.value
@@ -47,10 +61,10 @@ class Orthogonal(struct.PyTreeNode, meta.AxisMetadata):
         return self
 
 
-def orthogonal(scale: float, batch_ndim: int = 0) -> Callable:
+def orthogonal(scale, batch_ndim: int = 0, columns=None) -> Callable:
     """A kernel initializer for `init_params` to fill (the flax key it is given goes unused)."""
     return lambda key, shape, dtype=jnp.float32: Orthogonal(jnp.zeros(shape, dtype), scale,
-                                                            batch_ndim)
+                                                            batch_ndim, columns)
 
 
 def _orthogonal_from_normal(normal: jax.Array, scale: float) -> jax.Array:
@@ -70,7 +84,7 @@ def kernel_normal_size(module: nn.Module, *example_args) -> int:
     """How many standard normal numbers `init_params` draws for `module`'s orthogonal kernels
     (a static count, from the shapes alone)."""
     variables = jax.eval_shape(lambda: module.init(jax.random.key(0), *example_args))
-    return sum(leaf.value.size for leaf in jax.tree.leaves(variables, is_leaf=_is_box)
+    return sum(leaf.normal_size for leaf in jax.tree.leaves(variables, is_leaf=_is_box)
                if _is_box(leaf))
 
 
@@ -88,7 +102,7 @@ def init_params(module: nn.Module, key: jax.Array, *example_args,
     # flax folds each parameter's name into `key` before drawing: the same key serves both.
     leaves, treedef = jax.tree.flatten(module.init(key, *example_args), is_leaf=_is_box)
     boxes = [leaf for leaf in leaves if _is_box(leaf)]
-    sizes = [box.value.size for box in boxes]
+    sizes = [box.normal_size for box in boxes]
     if normal is None:
         normal = jax.random.normal(key, (sum(sizes),))
     normals = jnp.split(normal, np.cumsum(sizes)[:-1])
@@ -98,9 +112,14 @@ def init_params(module: nn.Module, key: jax.Array, *example_args,
 
 
 def _draw_kernel(box: Orthogonal, normal: jax.Array) -> jax.Array:
-    shape = box.value.shape
-    matrices = normal.reshape(-1, *shape[box.batch_ndim:])
-    return jnp.stack([_orthogonal_from_normal(m, box.scale) for m in matrices]).reshape(shape)
+    rows, cols = box.value.shape[-2:]
+    kernels, start = [], 0
+    for scale, columns in box.matrices():
+        kernel = _orthogonal_from_normal(
+            normal[start:start + rows * columns].reshape(rows, columns), scale)
+        kernels.append(jnp.pad(kernel, ((0, 0), (0, cols - columns))))
+        start += rows * columns
+    return jnp.stack(kernels).reshape(box.value.shape)
 
 
 def _dense(features: int, scale: float) -> nn.Dense:
@@ -113,16 +132,22 @@ class MLP(nn.Module):
     With `num_towers = K > 1`, K separate MLPs of the same sizes over the same input, run as one
     batched MLP: `[N, D] -> [K, N, hidden_sizes[-1]]`, kernels `[K, in, out]`. Each tower is
     initialized and trained as its own MLP would be; batching halves the kernel calls of two
-    towers, which is most of their cost at small batch sizes.
+    towers, which is most of their cost at small batch sizes. `head_sizes` (one per tower)
+    adds a linear head to each tower, batched too: `[K, N, max(head_sizes)]`, tower k's head
+    orthogonal with gain `head_scales[k]` in its first `head_sizes[k]` columns, the other
+    columns zero (their outputs are not to be used: they get no gradient and stay zero).
     """
 
     hidden_sizes: Sequence[int]
     activation: str = "tanh"
     num_towers: int = 1
+    head_sizes: Sequence[int] = ()
+    head_scales: Sequence[float] = ()
 
     @nn.compact
     def __call__(self, x: jax.Array, tower: Optional[int] = None) -> jax.Array:
-        """`tower`: run only that tower of a batched MLP, `[N, D] -> [N, hidden_sizes[-1]]`."""
+        """`tower`: run only that tower of a batched MLP, `[N, D] -> [N, hidden_sizes[-1]]`
+        (or the head's width)."""
         act = ACTIVATION_FNS[self.activation]
         if self.num_towers == 1:
             for size in self.hidden_sizes:
@@ -130,14 +155,20 @@ class MLP(nn.Module):
             return x
         if tower is None:
             x = jnp.broadcast_to(x, (self.num_towers, *x.shape))
-        for i, size in enumerate(self.hidden_sizes):
-            kernel = self.param(f"kernel_{i}", orthogonal(np.sqrt(2.0), batch_ndim=1),
+        layers = [(f"_{i}", size, orthogonal(np.sqrt(2.0), batch_ndim=1), act)
+                  for i, size in enumerate(self.hidden_sizes)]
+        if self.head_sizes:
+            layers.append(("_head", max(self.head_sizes),
+                           orthogonal(tuple(self.head_scales), 1, tuple(self.head_sizes)),
+                           lambda h: h))
+        for suffix, size, kernel_init, layer_act in layers:
+            kernel = self.param(f"kernel{suffix}", kernel_init,
                                 (self.num_towers, x.shape[-1], size))
-            bias = self.param(f"bias_{i}", nn.initializers.zeros, (self.num_towers, 1, size))
+            bias = self.param(f"bias{suffix}", nn.initializers.zeros, (self.num_towers, 1, size))
             if tower is None:
-                x = act(jnp.einsum("knd,kdh->knh", x, kernel) + bias)
+                x = layer_act(jnp.einsum("knd,kdh->knh", x, kernel) + bias)
             else:
-                x = act(x @ kernel[tower] + bias[tower])
+                x = layer_act(x @ kernel[tower] + bias[tower])
         return x
 
 
@@ -228,11 +259,11 @@ class ActorCritic(nn.Module):
     obs_low: Sequence[float] = ()
     obs_high: Sequence[float] = ()
 
-    def _torso(self, num_towers: int = 1) -> nn.Module:
+    def _torso(self) -> nn.Module:
         if self.conv_channels:
             return CNN(self.conv_channels, self.conv_kernel, self.conv_stride, self.hidden_sizes,
                        self.activation)
-        mlp = MLP(self.hidden_sizes, self.activation, num_towers)
+        mlp = MLP(self.hidden_sizes, self.activation)
         if self.vocab_size:
             return nn.Sequential([Tokenizer(self.obs_low, self.obs_high, self.vocab_size,
                                             self.embed_dim), mlp])
@@ -244,14 +275,15 @@ class ActorCritic(nn.Module):
         return not (self.shared or self.conv_channels or self.vocab_size)
 
     def setup(self):
-        if self._batched_towers:
-            self.towers = self._torso(num_towers=2)
+        if self._batched_towers:  # the heads too: policy `[F, num_outputs]`, value `[F, 1]`
+            self.towers = MLP(self.hidden_sizes, self.activation, num_towers=2,
+                              head_sizes=(self.num_outputs, 1), head_scales=(0.01, 1.0))
         else:
             self.policy_torso = self._torso()
             if not self.shared:
                 self.value_torso = self._torso()
-        self.policy_head = _dense(self.num_outputs, 0.01)
-        self.value_head = _dense(1, 1.0)
+            self.policy_head = _dense(self.num_outputs, 0.01)
+            self.value_head = _dense(1, 1.0)
         if self.gaussian:
             self.log_std = self.param("log_std", nn.initializers.zeros, (self.num_outputs,))
 
@@ -263,37 +295,39 @@ class ActorCritic(nn.Module):
         image = obs_shape if len(obs_shape) == 3 else (*obs_shape, 1)
         return obs.reshape(math.prod(batch), *image).astype(jnp.float32)
 
-    def _features(self, x: jax.Array) -> Tuple[jax.Array, jax.Array]:
-        """(policy features, value features), each `[N, F]`."""
-        if self._batched_towers:
-            towers = self.towers(x)
-            return towers[0], towers[1]
-        policy_features = self.policy_torso(x)
-        return policy_features, policy_features if self.shared else self.value_torso(x)
-
-    def _policy_out(self, features: jax.Array, batch: Tuple[int, ...]) -> Any:
-        head = self.policy_head(features).reshape(*batch, -1)
+    def _policy_out(self, head: jax.Array, batch: Tuple[int, ...]) -> Any:
+        head = head.reshape(*batch, -1)
         return (head, jnp.broadcast_to(self.log_std, head.shape)) if self.gaussian else head
 
     def __call__(self, obs: jax.Array, batch_ndim: int = 1) -> Tuple[Any, jax.Array]:
         batch = obs.shape[:batch_ndim]
-        policy_features, value_features = self._features(self._flat(obs, batch_ndim))
-        return (self._policy_out(policy_features, batch),
-                self.value_head(value_features).reshape(batch))
+        x = self._flat(obs, batch_ndim)
+        if self._batched_towers:
+            out = self.towers(x)  # [2, N, num_outputs]
+            policy_head, value = out[0], out[1, :, 0]
+        else:
+            policy_features = self.policy_torso(x)
+            value_features = policy_features if self.shared else self.value_torso(x)
+            policy_head, value = self.policy_head(policy_features), self.value_head(value_features)
+        return self._policy_out(policy_head, batch), value.reshape(batch)
 
     def policy(self, obs: jax.Array, batch_ndim: int = 1) -> Any:
         """The actor alone: `__call__`'s policy output (batched towers: the policy tower only;
         a shared trunk computes what the value head would also read)."""
         x = self._flat(obs, batch_ndim)
-        features = self.towers(x, tower=0) if self._batched_towers else self.policy_torso(x)
-        return self._policy_out(features, obs.shape[:batch_ndim])
+        if self._batched_towers:
+            head = self.towers(x, tower=0)
+        else:
+            head = self.policy_head(self.policy_torso(x))
+        return self._policy_out(head, obs.shape[:batch_ndim])
 
     def value(self, obs: jax.Array, batch_ndim: int = 1) -> jax.Array:
         """The critic alone: `[*batch, *obs_shape] -> [*batch]` (batched towers: the value
         tower only)."""
         x = self._flat(obs, batch_ndim)
         if self._batched_towers:
-            features = self.towers(x, tower=1)
+            value = self.towers(x, tower=1)[:, 0]
         else:
-            features = (self.policy_torso if self.shared else self.value_torso)(x)
-        return self.value_head(features).reshape(obs.shape[:batch_ndim])
+            torso = self.policy_torso if self.shared else self.value_torso
+            value = self.value_head(torso(x))
+        return value.reshape(obs.shape[:batch_ndim])

@@ -48,16 +48,17 @@ class RunnerState(NamedTuple):
 
 
 class Transition(NamedTuple):
-    """One rollout, time-major: every field is `[T, B, ...]`."""
+    """One rollout, time-major: every field is `[T, B, ...]` but `obs_and_next`."""
 
-    obs: jax.Array  # as the env returned it (before normalization)
+    # `[T, 2, B, *obs_shape]`, as the env returned them (before normalization): the
+    # observation, and the true next one (pre-reset on an episode's last step); one output
+    obs_and_next: jax.Array
     action: jax.Array
     log_prob: jax.Array
     value: jax.Array  # V(obs); with separate value towers, computed after the rollout's scan
     reward: jax.Array
     # uint8: bit 0 terminated, bit 1 truncated; one output for the scan to write, not two
     ends: jax.Array
-    final_obs: jax.Array  # the true next observation (pre-reset on an episode's last step)
     episode_done: Optional[jax.Array]  # kept only for reward normalization
 
 
@@ -318,10 +319,10 @@ def make_ppo(
             )
             done = info["episode_done"]
             transition = Transition(
-                obs, action, policy.log_prob(policy_out, action), value,
+                jnp.stack([obs, info["final_observation"]]), action,
+                policy.log_prob(policy_out, action), value,
                 reward.astype(jnp.float32),
                 terminated.astype(jnp.uint8) | truncated.astype(jnp.uint8) << 1,
-                info["final_observation"],
                 done if env_config.normalize_reward else None,
             )
             # The wrapper's episode return and length are zero on steps that end no episode.
@@ -407,13 +408,15 @@ def make_ppo(
         normalizer = state.normalizer
         env_state, obs, tr, episodes = rollout(state.params, state.env_state, state.obs,
                                                normalizer.obs, rollout_bits)
-        inputs, final_inputs = (observe(normalizer.obs, x) for x in (tr.obs, tr.final_obs))
+        both_inputs = observe(normalizer.obs, tr.obs_and_next)  # [T, 2, B, ...]
+        inputs = both_inputs[:, 0]
         if network.shared:
-            next_values = network.apply(state.params, final_inputs, 2, method=ActorCritic.value)
+            next_values = network.apply(state.params, both_inputs[:, 1], 2,
+                                        method=ActorCritic.value)
         else:  # one pass of the value tower over the observations and the next ones
-            values, next_values = network.apply(state.params, jnp.stack([inputs, final_inputs]),
-                                                3, method=ActorCritic.value)
-            tr = tr._replace(value=values)
+            values = network.apply(state.params, both_inputs, 3, method=ActorCritic.value)
+            tr = tr._replace(value=values[:, 0])
+            next_values = values[:, 1]
         rewards = tr.reward
         if env_config.normalize_reward:
             normalizer, rewards = scale_rewards(normalizer, rewards, tr.episode_done, hp.gamma,
@@ -438,7 +441,7 @@ def make_ppo(
         episodes = psum(jax.tree.map(jnp.sum, episodes))
         if env_config.normalize_obs:
             normalizer = normalizer._replace(
-                obs=update_running_stats(normalizer.obs, flat(tr.obs), axis_name))
+                obs=update_running_stats(normalizer.obs, flat(tr.obs_and_next[:, 0]), axis_name))
         metrics = Metrics(
             episode_return_sum=episodes.episode_return,
             episode_length_sum=episodes.episode_length, episode_count=episodes.count,

@@ -16,8 +16,8 @@ def _chain_policy(config, right_logit: float):
     """Params whose policy ignores the observation: logits [0, right_logit]."""
     params = jax.eval_shape(make_program(config).init, jax.random.key(0)).params
     params = jax.tree.map(lambda x: jnp.zeros(x.shape[1:], x.dtype), params)
-    head = params["params"]["policy_head"]
-    head["bias"] = jnp.array([0.0, right_logit])
+    towers = params["params"]["towers"]
+    towers["bias_head"] = towers["bias_head"].at[0, 0].set(jnp.array([0.0, right_logit]))
     return params
 
 

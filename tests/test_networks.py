@@ -81,12 +81,11 @@ def test_orthogonal_kernel_is_jax_orthogonal_init_of_the_same_normal_sample(shap
 def test_init_params_draws_each_kernel_orthogonal_with_its_gain():
     net = ActorCritic(num_outputs=3, hidden_sizes=(16, 8))
     params = init_params(net, jax.random.key(0), jnp.zeros((1, 5)))["params"]
-    gains = {"policy_head": 0.01, "value_head": 1.0}
-    for name, gain in gains.items():
-        kernel = params[name]["kernel"]  # [8, out]
-        np.testing.assert_allclose(kernel.T @ kernel, gain ** 2 * np.eye(kernel.shape[1]),
-                                   atol=1e-5)
-        np.testing.assert_array_equal(params[name]["bias"], 0)
+    heads = params["towers"]["kernel_head"]  # [2, 8, 3]: policy, value (its first column)
+    np.testing.assert_allclose(heads[0].T @ heads[0], 0.01 ** 2 * np.eye(3), atol=1e-6)
+    np.testing.assert_allclose(np.linalg.norm(heads[1][:, 0]), 1.0, rtol=1e-5)
+    np.testing.assert_array_equal(heads[1][:, 1:], 0)
+    np.testing.assert_array_equal(params["towers"]["bias_head"], 0)
     first = params["towers"]["kernel_0"]  # [2, 5, 16]: orthogonal rows (5 < 16)
     for k in first:
         np.testing.assert_allclose(k @ k.T, 2.0 * np.eye(5), atol=1e-5)
@@ -95,6 +94,29 @@ def test_init_params_draws_each_kernel_orthogonal_with_its_gain():
     other = init_params(net, jax.random.key(1), jnp.zeros((1, 5)))["params"]
     np.testing.assert_array_equal(again["towers"]["kernel_1"], params["towers"]["kernel_1"])
     assert not np.allclose(other["towers"]["kernel_1"], params["towers"]["kernel_1"])
+    shared = init_params(ActorCritic(num_outputs=3, hidden_sizes=(8,), shared=True),
+                         jax.random.key(0), jnp.zeros((1, 5)))["params"]
+    for name, gain in {"policy_head": 0.01, "value_head": 1.0}.items():
+        kernel = shared[name]["kernel"]  # [8, out]
+        np.testing.assert_allclose(kernel.T @ kernel, gain ** 2 * np.eye(kernel.shape[1]),
+                                   atol=1e-5)
+
+
+def test_batched_heads_are_the_two_heads_of_separate_towers():
+    """The towers' batched heads compute what a policy head and a value head on each tower's
+    features would, and the value head's padding columns get no gradient."""
+    net = ActorCritic(num_outputs=3, hidden_sizes=(8,))
+    variables = init_params(net, jax.random.key(2), jnp.zeros((1, 5)))
+    towers = variables["params"]["towers"]
+    x = jax.random.normal(jax.random.key(3), (4, 5))
+    features = [jnp.tanh(x @ towers["kernel_0"][t] + towers["bias_0"][t]) for t in range(2)]
+    logits, value = net.apply(variables, x)
+    np.testing.assert_allclose(logits, features[0] @ towers["kernel_head"][0], atol=1e-6)
+    np.testing.assert_allclose(value, features[1] @ towers["kernel_head"][1][:, 0], atol=1e-6)
+    grads = jax.grad(lambda v: sum(jnp.sum(out) for out in net.apply(v, x)))(variables)
+    head_grad = grads["params"]["towers"]["kernel_head"][1]
+    assert np.abs(head_grad[:, 0]).sum() > 0
+    np.testing.assert_array_equal(head_grad[:, 1:], 0)
 
 
 @pytest.mark.parametrize("kwargs, obs_shape", [
