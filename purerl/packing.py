@@ -22,7 +22,7 @@ def batch_packer(example) -> Tuple[Callable[[Any], Packed], Callable[[Packed], A
     `pack(tree)` concatenates the leaves of each dtype, flattened to `[B, size]`, into one
     `[B, n]` array, keyed by dtype name (`int32_weak` for weakly typed int32 leaves); PRNG-key
     leaves are passed through as they are. `unpack(pack(tree))` is `tree`, bit for bit and
-    type for type, for any batch size B (the example's fixes only the trailing shapes).
+    type for type, for any batch size B (the example fixes only the trailing shapes).
     """
     leaves, treedef = jax.tree.flatten(example)
     is_key = [jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key) for leaf in leaves]
