@@ -59,8 +59,16 @@ class Checkpoints:
         """(state, record) of `update`; `like` is a state (or its abstract shapes and
         shardings) with the structure to restore into."""
         abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, like)
-        restored = self._manager.restore(update, args=ocp.args.Composite(
-            state=ocp.args.StandardRestore(abstract), record=ocp.args.JsonRestore()))
+        try:
+            restored = self._manager.restore(update, args=ocp.args.Composite(
+                state=ocp.args.StandardRestore(abstract), record=ocp.args.JsonRestore()))
+        except ValueError as error:
+            mismatch = _structure_mismatch(error)
+            if mismatch is None:
+                raise
+            raise ConfigError(
+                f"{self.directory / str(update)}: its state has another structure than this "
+                f"run's (saved by another purerl version, network or env): {mismatch}") from None
         return restored["state"], restored["record"]
 
     def restore_record(self, update: int) -> Dict:
@@ -69,6 +77,19 @@ class Checkpoints:
 
     def close(self) -> None:
         self._manager.close()
+
+
+def _structure_mismatch(error: ValueError) -> Optional[str]:
+    """What differs, in one line, when orbax's `error` says the saved state has another tree
+    structure than the one to restore into (its two wordings); None for any other error."""
+    text = str(error)
+    if text.startswith("Structure mismatch"):
+        return text.split(". ")[0]
+    if "tree structures do not match" in text:
+        paths = [line[:-1] for line in text.splitlines()[1:]
+                 if line.endswith(":") and not line.startswith(" ")]
+        return "it differs at " + ", ".join(paths)
+    return None
 
 
 def config_record(config: Config) -> Dict:

@@ -17,6 +17,7 @@ from conftest import REPO, run_cli
 from test_logging import PNG_MAGIC, read_events, read_scalars
 
 from purerl.checkpoint import CHECKPOINTS, Checkpoints, restore_run
+from purerl.config import ConfigError
 
 # 4 envs x 32 steps = 128 env steps per update.
 TINY = ["+env=cartpole", "ppo.num_steps=32", "ppo.num_epochs=2", "ppo.num_minibatches=2",
@@ -222,6 +223,21 @@ def test_kill_during_checkpoint_write_keeps_the_previous_one(tmp_path):
     state, record = checkpoints.restore(1, {"x": np.zeros(3, np.float32)})
     np.testing.assert_array_equal(state["x"], [0.0, 1.0, 2.0])
     assert record == {"update": 1}
+
+
+@pytest.mark.parametrize("sharded", [False, True])
+def test_a_checkpoint_of_another_structure_is_a_one_line_error(tmp_path, sharded):
+    """A checkpoint whose state tree differs from the one to restore into (another purerl
+    version's params, say) is a ConfigError naming where, in both of orbax's wordings."""
+    checkpoints = Checkpoints(tmp_path)
+    checkpoints.save(1, {"a": np.zeros(3, np.float32), "b": np.ones(2, np.float32)},
+                     {"update": 1})
+    like = {"a": np.zeros(3, np.float32), "c": np.ones(2, np.float32)}
+    if sharded:  # as a resumed run restores: into arrays with their shardings
+        like = jax.tree.map(jax.numpy.asarray, like)
+    with pytest.raises(ConfigError, match=r"/1: its state has another structure .*\bc\b") as info:
+        checkpoints.restore(1, like)
+    assert "\n" not in str(info.value)
 
 
 def test_nan_guard_stops_and_keeps_the_good_part(tmp_path):
