@@ -122,18 +122,18 @@ def _nonfinite_bits(*checked: Tuple[Any, int]) -> jax.Array:
     """The OR of the `bit`s of those `(tree, bit)` pairs whose tree has a non-finite float
     leaf, an int32 scalar: one reduction over all the leaves raveled together, not one per
     leaf or per tree."""
-    leaves, bits = [], []
+    leaves, segments = [], []  # segments: (number of float values, bit) per tree
     for tree, bit in checked:
-        for leaf in jax.tree.leaves(tree):
-            if jnp.issubdtype(leaf.dtype, jnp.floating):
-                leaves.append(leaf.ravel().astype(jnp.float32))
-                bits.append((leaf.size, bit))
+        floats = [leaf.ravel().astype(jnp.float32) for leaf in jax.tree.leaves(tree)
+                  if jnp.issubdtype(leaf.dtype, jnp.floating)]
+        leaves += floats
+        segments.append((sum(x.size for x in floats), bit))
     values = jnp.concatenate(leaves)
-    index, leaf_bit, start = jnp.arange(values.size), jnp.int32(0), 0
-    for size, bit in bits:  # leaf_bit[i]: the bit of the tree that values[i] is from
-        leaf_bit = jnp.where(index >= start, bit, leaf_bit)
+    index, tree_bit, start = jnp.arange(values.size), jnp.int32(0), 0
+    for size, bit in segments:  # tree_bit[i]: the bit of the tree that values[i] is from
+        tree_bit = jnp.where(index >= start, bit, tree_bit)
         start += size
-    flags = jnp.where(jnp.isfinite(values), 0, leaf_bit)
+    flags = jnp.where(jnp.isfinite(values), 0, tree_bit)
     return jax.lax.reduce(flags, np.int32(0), jax.lax.bitwise_or, (0,))
 
 
@@ -248,6 +248,8 @@ def make_ppo(
     as_keys = functools.partial(keys_from_bits, impl=impl)
     noise_shape = policy.noise_shape((num_steps, num_envs))
     shuffle_shape = permutation_bits_shape(num_epochs, batch_size, impl)
+    example_obs = np.zeros((1, *obs_shape), np.float32)
+    num_kernel_normals = kernel_normal_size(network, example_obs)  # once, not per trace
 
     def fork(key, shared_shapes, device_shapes):
         """(uint32 bits of `shared_shapes`, the same on every device; bits of `device_shapes`,
@@ -261,10 +263,8 @@ def make_ppo(
         return shared, draw_bits(device, *device_shapes)
 
     def init(key: jax.Array, hparams: HyperParams) -> RunnerState:
-        example_obs = jnp.zeros((1, *obs_shape), jnp.float32)
         (init_keys, normal_bits), (env_keys,) = fork(
-            convert_key(key, impl), [(2, words), (kernel_normal_size(network, example_obs),)],
-            [(num_envs, words)])
+            convert_key(key, impl), [(2, words), (num_kernel_normals,)], [(num_envs, words)])
         key, params_key = as_keys(init_keys)
         params = init_params(network, params_key, example_obs,
                              normal=normal_from_bits(normal_bits))

@@ -52,14 +52,6 @@ def keys_from_bits(bits: jax.Array, impl: str) -> jax.Array:
     return jax.random.wrap_key_data(bits, impl=impl)
 
 
-def draw_keys(key: jax.Array, *shapes: Tuple[int, ...]) -> List[jax.Array]:
-    """Keys of each of `shapes` (same PRNG as `key`), all from one draw (`draw_bits`)."""
-    impl = str(jax.random.key_impl(key))
-    words = key_words(impl)
-    return [keys_from_bits(bits, impl)
-            for bits in draw_bits(key, *((*shape, words) for shape in shapes))]
-
-
 def uniform_from_bits(bits: jax.Array, minval: float = 0.0, maxval: float = 1.0) -> jax.Array:
     """float32 uniform in `[minval, maxval)` of the same shape as the uint32 `bits`, made the
     way `jax.random.uniform` makes them: the same numbers as it gives for a key whose
@@ -81,7 +73,7 @@ def normal_from_bits(bits: jax.Array) -> jax.Array:
     return np.float32(np.sqrt(2)) * jax.lax.erf_inv(uniform_from_bits(bits, low, 1.0))
 
 
-# Up to this many index bits, `random_permutations` packs a random key and the index into one
+# Up to this many index bits, `permutations_from_bits` packs a random key and the index into one
 # uint32 (at least 19 random bits: about 32 tied pairs among 8192 indices, each kept in index
 # order, where a separate key array would order them at random).
 _PACKED_SORT_MAX_INDEX_BITS = 13
@@ -112,9 +104,3 @@ def permutations_from_bits(bits: jax.Array, size: int, impl: str) -> jax.Array:
     packed = (bits >> index_bits << index_bits) | jnp.arange(size, dtype=jnp.uint32)
     return (jax.lax.sort(packed, dimension=1) & ((1 << index_bits) - 1)).astype(jnp.int32)
 
-
-def random_permutations(key: jax.Array, num: int, size: int) -> jax.Array:
-    """`[num, size]` int32 random permutations of `range(size)`, from one draw of `key`."""
-    impl = str(jax.random.key_impl(key))
-    (bits,) = draw_bits(key, permutation_bits_shape(num, size, impl))
-    return permutations_from_bits(bits, size, impl)

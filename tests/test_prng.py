@@ -5,8 +5,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from purerl.prng import (convert_key, draw_bits, draw_keys, gumbel_from_bits, normal_from_bits,
-                         permutation_bits_shape, permutations_from_bits, random_permutations,
+from purerl.prng import (convert_key, draw_bits, gumbel_from_bits, key_words, keys_from_bits,
+                         normal_from_bits, permutation_bits_shape, permutations_from_bits,
                          uniform_from_bits)
 
 
@@ -23,8 +23,14 @@ def test_convert_key_maps_a_seeds_key_to_the_same_seeds_key(seed):
 
 
 @pytest.mark.parametrize("impl", ["unsafe_rbg", "threefry2x32"])
-def test_draw_keys_gives_distinct_keys_of_each_shape(impl):
+def test_keys_from_one_draw_are_distinct_keys_of_each_shape(impl):
     key = jax.random.key(3, impl=impl)
+
+    def draw_keys(key, *shapes):  # as the trainer makes its keys
+        words = key_words(impl)
+        return [keys_from_bits(bits, impl)
+                for bits in draw_bits(key, *((*shape, words) for shape in shapes))]
+
     first, grid, single = draw_keys(key, (2,), (3, 4), ())
     assert (first.shape, grid.shape, single.shape) == ((2,), (3, 4), ())
     assert str(jax.random.key_impl(grid)) == impl
@@ -66,21 +72,18 @@ def test_numbers_from_bits_are_jax_randoms_numbers(impl):
         np.testing.assert_array_equal(a, b)
 
 
+def _permutations(key, num, size):
+    """As the trainer shuffles: bits of `permutation_bits_shape` from one draw."""
+    (bits,) = draw_bits(key, permutation_bits_shape(num, size, "unsafe_rbg"))
+    return np.asarray(permutations_from_bits(bits, size, "unsafe_rbg"))
+
+
 @pytest.mark.parametrize("size", [6, 512, 9000])
 def test_permutations_from_bits(size):
     """Small sizes sort packed bits `[num, size]`; large ones take a key per row."""
     shape = permutation_bits_shape(3, size, "unsafe_rbg")
     assert shape == ((3, size) if size < 8192 else (3, 4))
-    bits = jax.random.bits(jax.random.key(2), shape, jnp.uint32)
-    perms = np.asarray(permutations_from_bits(bits, size, "unsafe_rbg"))
-    assert perms.shape == (3, size)
-    for row in perms:
-        np.testing.assert_array_equal(np.sort(row), np.arange(size))
-
-
-@pytest.mark.parametrize("size", [6, 512, 9000])
-def test_random_permutations(size):
-    perms = np.asarray(random_permutations(jax.random.key(0), 3, size))
+    perms = _permutations(jax.random.key(0, impl="unsafe_rbg"), 3, size)
     assert perms.shape == (3, size) and perms.dtype == np.int32
     for row in perms:
         np.testing.assert_array_equal(np.sort(row), np.arange(size))
@@ -89,6 +92,6 @@ def test_random_permutations(size):
 
 def test_random_permutations_are_uniform():
     """Every position of a 4-element permutation takes each value a quarter of the time."""
-    perms = np.asarray(random_permutations(jax.random.key(1), 4000, 4))
+    perms = _permutations(jax.random.key(1, impl="unsafe_rbg"), 4000, 4)
     counts = np.stack([(perms == v).sum(0) for v in range(4)])  # [value, position]
     assert np.all(np.abs(counts - 1000) < 5 * np.sqrt(4000 * 0.25 * 0.75)), counts
