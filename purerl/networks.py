@@ -12,6 +12,9 @@ import numpy as np
 from flax import struct
 from flax.core import meta
 
+from purerl.config import Config
+from purerl.spaces import ActionSpec
+
 ACTIVATION_FNS: dict[str, Callable[[jax.Array], jax.Array]] = {
     "tanh": jnp.tanh,
     "relu": nn.relu,
@@ -331,3 +334,24 @@ class ActorCritic(nn.Module):
             torso = self.policy_torso if self.shared else self.value_torso
             value = self.value_head(torso(x))
         return value.reshape(obs.shape[:batch_ndim])
+
+
+def make_network(config: Config, spec: ActionSpec, obs_space) -> ActorCritic:
+    """The actor-critic that `config.network` describes, for `spec`'s actions and observations
+    of `obs_space` (whose bounds a quantizing torso uses)."""
+    net = config.network
+    bounds = {}
+    if net.vocab_size:  # quantized within the bounds of what the network sees
+        clip = config.env.clip_obs
+        limits = ((-clip, clip) if config.env.normalize_obs
+                  else (obs_space.low, obs_space.high))
+        bounds = {key: tuple(np.broadcast_to(np.asarray(limit, np.float64),
+                                             obs_space.shape).ravel().tolist())
+                  for key, limit in zip(("low", "high"), limits)}
+    return ActorCritic(num_outputs=spec.num_outputs, hidden_sizes=tuple(net.hidden_sizes),
+                       activation=net.activation, shared=net.shared,
+                       gaussian=spec.kind == "gaussian",
+                       conv_channels=tuple(net.conv_channels), conv_kernel=net.conv_kernel,
+                       conv_stride=net.conv_stride, vocab_size=net.vocab_size,
+                       embed_dim=net.embed_dim, obs_low=bounds.get("low", ()),
+                       obs_high=bounds.get("high", ()))

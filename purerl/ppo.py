@@ -25,7 +25,7 @@ from purerl.envs.normalization import (
 )
 from purerl.gae import compute_gae
 from purerl.losses import LossInfo, normalize_advantages, ppo_loss
-from purerl.networks import ActorCritic, init_params, kernel_normal_size
+from purerl.networks import ActorCritic, init_params, kernel_normal_size, make_network
 from purerl.packing import batch_packer
 from purerl.parallel import DEVICE_AXIS, make_mesh, map_seeds, shard_over_devices
 from purerl.prng import (convert_key, draw_bits, key_words, keys_from_bits, normal_from_bits,
@@ -148,25 +148,6 @@ def make_optimizer(max_grad_norm, lr) -> optax.GradientTransformation:
         optax.scale_by_adam(eps=1e-5),
         optax.scale_by_learning_rate(lr),
     )
-
-
-def make_network(config: Config, spec: ActionSpec, obs_space) -> ActorCritic:
-    net = config.network
-    bounds = {}
-    if net.vocab_size:  # quantized within the bounds of what the network sees
-        clip = config.env.clip_obs
-        limits = ((-clip, clip) if config.env.normalize_obs
-                  else (obs_space.low, obs_space.high))
-        bounds = {key: tuple(np.broadcast_to(np.asarray(limit, np.float64),
-                                             obs_space.shape).ravel().tolist())
-                  for key, limit in zip(("low", "high"), limits)}
-    return ActorCritic(num_outputs=spec.num_outputs, hidden_sizes=tuple(net.hidden_sizes),
-                       activation=net.activation, shared=net.shared,
-                       gaussian=spec.kind == "gaussian",
-                       conv_channels=tuple(net.conv_channels), conv_kernel=net.conv_kernel,
-                       conv_stride=net.conv_stride, vocab_size=net.vocab_size,
-                       embed_dim=net.embed_dim, obs_low=bounds.get("low", ()),
-                       obs_high=bounds.get("high", ()))
 
 
 class Agent(NamedTuple):
