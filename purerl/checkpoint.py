@@ -172,7 +172,7 @@ class SavedRun(NamedTuple):
 def restore_run(run_dir: Path, which: str = "final") -> SavedRun:
     """A run directory's newest (`final`) or `best` checkpoint, restored into the state its
     saved config describes; raises ConfigError."""
-    from purerl.ppo import make_program
+    from purerl.program import make_program
 
     checkpoints, update = final_checkpoint(run_dir, which)
     try:

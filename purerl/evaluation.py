@@ -19,7 +19,7 @@ from purerl.envs import EpisodeStatsState
 from purerl.envs.wrappers import FrameStackState
 from purerl.envs.normalization import RunningMeanStd, network_input
 from purerl.networks import ActorCritic
-from purerl.ppo import make_agent
+from purerl.agent import make_agent
 
 DEFAULT_MAX_STEPS = 1000  # for envs whose params have no max_steps_in_episode
 

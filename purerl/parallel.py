@@ -1,4 +1,5 @@
-"""Mapping a per-seed, per-device function over seeds (`vmap`) and devices (`shard_map`)."""
+"""Mapping a per-seed, per-device function over seeds (`vmap`) and devices (`shard_map`), and
+the collectives over the device axis (which are identities on one device)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from typing import Callable, Optional
 
 import jax
 import numpy as np
+from jax.flatten_util import ravel_pytree
 from jax.sharding import AxisType, Mesh
 
 DEVICE_AXIS = "devices"
@@ -40,3 +42,33 @@ def map_seeds(fn: Callable, num_seeds: int, in_axes=0) -> Callable:
         return jax.tree.map(lambda x: x[None], fn(*args))
 
     return single
+
+
+def pmean(tree, axis_name: Optional[str]):
+    """The mean of `tree` over the devices of `axis_name` (None: `tree` itself), as one
+    all-reduce of the whole tree raveled into a vector."""
+    if axis_name is None:
+        return tree
+    flat, unravel = ravel_pytree(tree)
+    return unravel(jax.lax.pmean(flat, axis_name))
+
+
+def psum(x, axis_name: Optional[str]):
+    """The sum of `x` over the devices of `axis_name` (None: `x` itself)."""
+    return x if axis_name is None else jax.lax.psum(x, axis_name)
+
+
+def per_device(tree, axis_name: Optional[str]):
+    """`tree` typed as per-device values (`shard_map`'s varying), as the envs' states must be
+    to stay the carry of a scan, and as the parameters are made for the gradient (their
+    gradient then stays per device, without an implicit all-reduce in the backward pass;
+    `pmean` averages it in one)."""
+    if axis_name is None:
+        return tree
+
+    def cast(x):
+        if axis_name in jax.typeof(x).manual_axis_type.varying:
+            return x
+        return jax.lax.pcast(x, axis_name, to="varying")
+
+    return jax.tree.map(cast, tree)

@@ -9,7 +9,7 @@ keys and random numbers a step needs from one draw of bits.
 from __future__ import annotations
 
 import math
-from typing import List, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import jax
 import jax.numpy as jnp
@@ -83,9 +83,15 @@ def _index_bits(size: int) -> int:
     return max(size - 1, 1).bit_length()
 
 
+def _packs_sort(size: int) -> bool:
+    """Whether permutations of `size` sort packed uint32 arrays (on CPU, up to
+    `_PACKED_SORT_MAX_INDEX_BITS`) rather than take `jax.random.permutation` of a key per row."""
+    return jax.default_backend() == "cpu" and _index_bits(size) <= _PACKED_SORT_MAX_INDEX_BITS
+
+
 def permutation_bits_shape(num: int, size: int, impl: str) -> Tuple[int, ...]:
     """The shape of the uint32 bits that `permutations_from_bits` makes `[num, size]` from."""
-    if _index_bits(size) > _PACKED_SORT_MAX_INDEX_BITS:
+    if not _packs_sort(size):
         return (num, key_words(impl))  # a key per row
     return (num, size)
 
@@ -94,13 +100,28 @@ def permutations_from_bits(bits: jax.Array, size: int, impl: str) -> jax.Array:
     """`[num, size]` int32, each row a random permutation of `range(size)`, from uint32 `bits`
     of `permutation_bits_shape(num, size, impl)`.
 
-    Small sizes sort one uint32 array (random high bits, the index in the low bits): XLA:CPU
-    sorts a single primitive array with its fast path, where `jax.random.permutation`'s
-    key-value sort calls a comparator per comparison (about 4x slower for 4 x 512).
+    On CPU, small sizes sort one uint32 array (random high bits, the index in the low bits):
+    XLA:CPU sorts a single primitive array with its fast path, where `jax.random.permutation`'s
+    key-value sort calls a comparator per comparison (about 4x slower for 4 x 512). Other
+    backends, and larger sizes, take `jax.random.permutation` of a key per row.
     """
-    index_bits = _index_bits(size)
-    if index_bits > _PACKED_SORT_MAX_INDEX_BITS:
+    if not _packs_sort(size):
         return jax.vmap(lambda k: jax.random.permutation(k, size))(keys_from_bits(bits, impl))
+    index_bits = _index_bits(size)
     packed = (bits >> index_bits << index_bits) | jnp.arange(size, dtype=jnp.uint32)
     return (jax.lax.sort(packed, dimension=1) & ((1 << index_bits) - 1)).astype(jnp.int32)
 
+
+def draw_bits_per_device(key: jax.Array, shared: Sequence[Tuple[int, ...]],
+                         per_device: Sequence[Tuple[int, ...]], impl: str,
+                         axis_name: Optional[str]) -> Tuple[List[jax.Array], List[jax.Array]]:
+    """uint32 bits of each of the `shared` shapes, the same on every device of `axis_name`, and
+    of each of the `per_device` shapes, each device its own: one draw on one device (None), two
+    and a fold-in of the device index on several. A key of shape `s` is bits `(*s, words)`."""
+    if axis_name is None:
+        bits = draw_bits(key, *shared, *per_device)
+        return bits[:len(shared)], bits[len(shared):]
+    *shared_bits, device_key = draw_bits(key, *shared, (key_words(impl),))
+    device_key = jax.random.fold_in(keys_from_bits(device_key, impl),
+                                    jax.lax.axis_index(axis_name))
+    return shared_bits, draw_bits(device_key, *per_device)

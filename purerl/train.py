@@ -269,7 +269,8 @@ def run(config: Config, run_dir: Path) -> Dict:
     from purerl.checkpoint import BEST, CHECKPOINTS, Checkpoints, config_record
     from purerl.envs import make_env
     from purerl.evaluation import make_evaluator
-    from purerl.ppo import make_program, nonfinite_names
+    from purerl.learner import nonfinite_names
+    from purerl.program import make_program
 
     num_updates, batch_size = config.num_updates, config.batch_size
     program = make_program(config, chunk=max(1, math.ceil(num_updates / CHUNKS)))

@@ -9,7 +9,7 @@ import numpy as np
 from purerl.envs import make_env
 from purerl.envs.normalization import init_running_stats
 from purerl.evaluation import eval_max_steps, make_evaluator
-from purerl.ppo import make_program
+from purerl.program import make_program
 
 
 def _chain_policy(config, right_logit: float):

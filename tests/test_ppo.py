@@ -10,7 +10,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from purerl.ppo import _nonfinite_bits, make_program, make_train
+from purerl.learner import nonfinite_bits
+from purerl.program import make_program, make_train
 
 
 @pytest.fixture(scope="module")
@@ -132,7 +133,7 @@ def test_whole_run_program_on_two_devices_with_two_seeds(tmp_path):
     script.write_text(
         "import jax, numpy as np\n"
         "from conftest import tiny_config\n"
-        "from purerl.ppo import make_train\n"
+        "from purerl.program import make_train\n"
         "assert jax.local_device_count() == 2\n"
         "train = jax.jit(make_train(tiny_config(num_seeds=2)))\n"
         "a = train(jax.random.key(0))[1]\n"
@@ -147,12 +148,12 @@ def test_whole_run_program_on_two_devices_with_two_seeds(tmp_path):
     assert result.returncode == 0 and "ok" in result.stdout, result.stderr[-2000:]
 
 
-def test_nonfinite_bits_name_each_tree_with_a_bad_float():
+def testnonfinite_bits_name_each_tree_with_a_bad_float():
     params, opt = jnp.ones(5), {"mu": jnp.zeros(3), "count": jnp.int32(7)}
     stats = (jnp.ones((2, 2)), jnp.float32(1.0))
-    assert int(_nonfinite_bits((params, 4), (opt, 8), (stats, 16))) == 0
-    assert int(_nonfinite_bits((params.at[0].set(jnp.nan), 4), (opt, 8), (stats, 16))) == 4
+    assert int(nonfinite_bits((params, 4), (opt, 8), (stats, 16))) == 0
+    assert int(nonfinite_bits((params.at[0].set(jnp.nan), 4), (opt, 8), (stats, 16))) == 4
     bad_opt = {"mu": jnp.array([0.0, 0.0, jnp.inf]), "count": jnp.int32(7)}
     bad_stats = (jnp.ones((2, 2)), jnp.float32(-jnp.inf))
-    assert int(_nonfinite_bits((params, 4), (bad_opt, 8), (bad_stats, 16))) == 8 | 16
-    assert int(jax.jit(lambda p: _nonfinite_bits((p, 4), (bad_opt, 8)))(params * jnp.nan)) == 12
+    assert int(nonfinite_bits((params, 4), (bad_opt, 8), (bad_stats, 16))) == 8 | 16
+    assert int(jax.jit(lambda p: nonfinite_bits((p, 4), (bad_opt, 8)))(params * jnp.nan)) == 12

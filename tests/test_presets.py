@@ -44,7 +44,7 @@ def test_pendulum_preset_learns_a_box_policy_with_a_short_budget():
     import numpy as np
 
     from purerl.logging import final_returns
-    from purerl.ppo import make_train
+    from purerl.program import make_train
 
     config = _compose("pendulum", "total_timesteps=200_000")
     _, metrics = jax.jit(make_train(config))(jax.random.key(config.seed))

@@ -1,0 +1,106 @@
+"""The program of a run: PPO mapped over seeds (`vmap`) and devices (`shard_map`).
+
+`make_program(config) -> Program(init, run, train)`, the jittable functions the CLI compiles;
+`make_train(config) -> train(key)`, the whole run as one function of a key.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Callable, NamedTuple, Optional, Tuple
+
+import jax
+import jax.numpy as jnp
+from jax.sharding import PartitionSpec as P
+
+from purerl.config import Config, validate
+from purerl.envs import make_env
+from purerl.envs.normalization import Normalizer
+from purerl.parallel import DEVICE_AXIS, make_mesh, map_seeds, shard_over_devices
+from purerl.ppo import Metrics, RunnerState, make_ppo
+from purerl.prng import convert_key
+from purerl.schedules import hyperparams_from_config
+
+
+class Program(NamedTuple):
+    """The jittable functions of one configured run, mapped over seeds and devices.
+
+    init(key) -> RunnerState with leaves `[S, ...]` (S = num_seeds; env leaves `[S, B, ...]`).
+    run(state, num) -> (state, Metrics `[S, chunk]`): `num <= chunk` updates; rows past `num`
+        are zeros.
+    train(key) -> (RunnerState, Metrics `[S, num_updates]`): the whole run, init and all updates.
+    """
+
+    init: Callable[[jax.Array], RunnerState]
+    run: Callable[[RunnerState, jax.Array], Tuple[RunnerState, Metrics]]
+    train: Callable[[jax.Array], Tuple[RunnerState, Metrics]]
+    chunk: int
+    num_devices: int
+
+
+def make_program(config: Config, chunk: Optional[int] = None) -> Program:
+    """Builds the run's functions (not yet jitted); `chunk` updates per `run` call."""
+    num_devices = jax.local_device_count()
+    validate(config, num_devices)
+    env, env_params = make_env(config.env)
+    axis_name = DEVICE_AXIS if num_devices > 1 else None
+    ppo = make_ppo(config, env, env_params, num_envs=config.env.num_envs // num_devices,
+                   axis_name=axis_name)
+    num_seeds, num_updates = config.num_seeds, config.num_updates
+    chunk = num_updates if chunk is None else min(chunk, num_updates)
+    hparams = hyperparams_from_config(config)
+
+    def seed_keys(key):
+        # Converted first: the PRNG of the run is cheaper to compile than JAX's default one.
+        key = convert_key(key, config.prng_impl)
+        return key[None] if num_seeds == 1 else jax.random.split(key, num_seeds)
+
+    def seed_hparams():
+        return jax.tree.map(lambda x: jnp.broadcast_to(x, (num_seeds,)), hparams)
+
+    def run_one(state: RunnerState, num):
+        metrics_shape = jax.eval_shape(ppo.update, state)[1]
+        buffer = jax.tree.map(lambda s: jnp.zeros((chunk, *s.shape), s.dtype), metrics_shape)
+
+        def body(i, carry):
+            state, buffer = carry
+            state, metrics = ppo.update(state)
+            return state, jax.tree.map(lambda b, m: b.at[i].set(m), buffer, metrics)
+
+        return jax.lax.fori_loop(0, num, body, (state, buffer))
+
+    def init_seeds(keys, hparams):
+        # One seed after another, not vmapped: a vmapped orthogonal init is a batched QR, whose
+        # LAPACK kernel can wait forever for XLA:CPU's pool threads when they are all busy.
+        return jax.lax.map(lambda args: ppo.init(*args), (keys, hparams))
+
+    def train_updates(state):
+        return jax.lax.scan(lambda s, _: ppo.update(s), state, None, num_updates)
+
+    def train_seeds(keys, hparams):
+        return map_seeds(train_updates, num_seeds)(init_seeds(keys, hparams))
+
+    mesh = make_mesh(num_devices)
+    replicated, env_sharded = P(), P(None, DEVICE_AXIS)  # env leaves are [S, B, ...]
+    state_spec = RunnerState(
+        params=replicated, opt_state=replicated, env_state=env_sharded, obs=env_sharded,
+        normalizer=Normalizer(obs=replicated, ret=replicated, returns=env_sharded),
+        key=replicated, update=replicated, hparams=replicated)
+    shard = functools.partial(shard_over_devices, mesh=mesh)
+    init = shard(init_seeds, in_specs=(replicated, replicated), out_specs=state_spec)
+    run = shard(map_seeds(run_one, num_seeds, in_axes=(0, None)),
+                in_specs=(state_spec, replicated), out_specs=(state_spec, replicated))
+    train = shard(train_seeds, in_specs=(replicated, replicated),
+                  out_specs=(state_spec, replicated))
+    return Program(
+        init=lambda key: init(seed_keys(key), seed_hparams()),
+        run=run,
+        train=lambda key: train(seed_keys(key), seed_hparams()),
+        chunk=chunk,
+        num_devices=num_devices,
+    )
+
+
+def make_train(config: Config) -> Callable[[jax.Array], Tuple[RunnerState, Metrics]]:
+    """`train(key) -> (RunnerState, Metrics [S, num_updates])`: the whole run, to `jax.jit`."""
+    return make_program(config).train

@@ -1,0 +1,132 @@
+"""The rollout: the agent acting in its envs for `T` steps, as one scan.
+
+`rollout(agent, params, env_state, obs, obs_stats, env_params, noise) -> Rollout`: a pure
+function of the agent, its params, the envs' state `[B]` and the randomness of the rollout;
+what it returns is a time-major `Transition` with plain named fields.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+
+from purerl.agent import Agent
+from purerl.networks import ActorCritic
+from purerl.packing import batch_packer
+
+# Resets drawn ahead of the scan (`RolloutNoise.reset_keys`) are T x B env states held at once:
+# a CPU saving of random-number kernels inside the loop, kept only up to this many.
+MAX_RESETS_DRAWN_AHEAD = 1 << 16
+
+
+class Transition(NamedTuple):
+    """One rollout, time-major: every field is `[T, B, ...]`."""
+
+    obs: jax.Array  # `[T, B, *obs_shape]`, as the env returned it (before normalization)
+    next_obs: jax.Array  # the true next observation: pre-reset on an episode's last step
+    action: jax.Array
+    log_prob: jax.Array
+    value: jax.Array  # V(obs)
+    next_value: jax.Array  # V(next_obs), which a truncated step bootstraps from
+    reward: jax.Array  # float32
+    terminated: jax.Array  # bool: the episode ended in a terminal state (no bootstrap)
+    truncated: jax.Array  # bool: the episode was cut by a time limit (bootstrap)
+
+
+class EpisodeSums(NamedTuple):
+    """Sums over the episodes that ended in a rollout: `[B]` per env, or over envs `[]`."""
+
+    episode_return: jax.Array  # float32
+    episode_length: jax.Array  # int32
+    count: jax.Array  # int32
+
+
+class RolloutNoise(NamedTuple):
+    """All the randomness of a rollout of `T` steps of `B` envs, drawn before it."""
+
+    action_noise: jax.Array  # `[T, B, ...]`, of the policy's `noise_shape((T, B))`
+    env_key: jax.Array  # one key, split into the envs' step keys `[T, B]`
+    # keys `[T, B]` of the envs' auto-resets, drawn ahead of the scan; None: each step draws
+    # its own (see `draws_resets_ahead`)
+    reset_keys: Optional[jax.Array]
+
+
+class Rollout(NamedTuple):
+    env_state: Any  # `[B]` after the last step
+    obs: jax.Array  # `[B, *obs_shape]` after the last step
+    transition: Transition
+    episodes: EpisodeSums  # `[B]`, the episodes completed during the rollout
+
+
+def draws_resets_ahead(agent: Agent, num_steps: int, num_envs: int) -> bool:
+    """Whether a rollout of `num_steps` x `num_envs` takes its auto-resets drawn before the
+    scan: only for envs that can take them, on CPU (where each random op inside the loop is a
+    small loop of its own per step), and for at most `MAX_RESETS_DRAWN_AHEAD` of them."""
+    return (agent.draw_resets is not None and jax.default_backend() == "cpu"
+            and num_steps * num_envs <= MAX_RESETS_DRAWN_AHEAD)
+
+
+def rollout(agent: Agent, params, env_state, obs: jax.Array, obs_stats, env_params,
+            noise: RolloutNoise) -> Rollout:
+    """`T` steps (T = the leading axis of `noise.action_noise`) of the `B` envs `env_state`,
+    whose current observations are `obs [B, *obs_shape]`, acting by `agent`'s policy with
+    `params`; `obs_stats` are the observation statistics the network input is standardized by.
+    The value of every observation and next observation comes from one pass of the value
+    tower after the scan (inside it, with a shared trunk).
+    """
+    policy, network = agent.policy, agent.network
+    num_steps, num_envs = noise.action_noise.shape[:2]
+    env_keys = jax.random.split(noise.env_key, (num_steps, num_envs))
+    resets, unpack_resets = None, None
+    if noise.reset_keys is not None:  # packed like the carry: fewer arrays to slice per step
+        drawn = agent.draw_resets(noise.reset_keys.reshape(num_steps * num_envs), env_params)
+        pack_resets, unpack_resets = batch_packer(drawn)
+        resets = jax.tree.map(lambda x: x.reshape(num_steps, num_envs, *x.shape[1:]),
+                              pack_resets(drawn))
+
+    # The carry as one [B, n] array per dtype: XLA:CPU copies every carried leaf each step. The
+    # completed episodes' sums are carried too, rather than three more outputs per step.
+    no_episodes = EpisodeSums(jnp.zeros(num_envs), jnp.zeros(num_envs, jnp.int32),
+                              jnp.zeros(num_envs, jnp.int32))
+    pack, unpack = batch_packer((env_state, obs, no_episodes))
+
+    def step(carry, inputs):
+        env_state, obs, sums = unpack(carry)
+        action_noise, env_keys, resets = inputs
+        if resets is not None:
+            resets = unpack_resets(resets)
+        network_obs = agent.observe(obs_stats, obs)
+        if network.shared:  # one trunk gives both
+            policy_out, value = network.apply(params, network_obs)
+        else:  # the value tower runs after the scan, on all the observations at once
+            policy_out = network.apply(params, network_obs, method=ActorCritic.policy)
+            value = None
+        action = policy.sample(policy_out, action_noise)
+        next_obs, env_state, reward, terminated, truncated, info = agent.step_envs(
+            env_keys, env_state, agent.spec.to_env(action), env_params, resets)
+        done = info["episode_done"]
+        # The wrapper's episode return and length are zero on steps that end no episode.
+        sums = EpisodeSums(sums.episode_return + info["episode_return"],
+                           sums.episode_length + info["episode_length"], sums.count + done)
+        # Fewer outputs for each step to write: the observation and the true next one as one
+        # `[2, B, ...]`, the two end flags as the bits of one uint8.
+        outputs = (jnp.stack([obs, info["final_observation"]]), action,
+                   policy.log_prob(policy_out, action), value, reward.astype(jnp.float32),
+                   terminated.astype(jnp.uint8) | truncated.astype(jnp.uint8) << 1)
+        return pack((env_state, next_obs, sums)), outputs
+
+    carry, outputs = jax.lax.scan(step, pack((env_state, obs, no_episodes)),
+                                  (noise.action_noise, env_keys, resets))
+    env_state, obs, episodes = unpack(carry)
+    obs_and_next, action, log_prob, value, reward, ends = outputs  # obs_and_next: [T, 2, B, ...]
+    inputs = agent.observe(obs_stats, obs_and_next)
+    if network.shared:
+        next_value = network.apply(params, inputs[:, 1], 2, method=ActorCritic.value)
+    else:  # one pass of the value tower over the observations and the next ones
+        values = network.apply(params, inputs, 3, method=ActorCritic.value)
+        value, next_value = values[:, 0], values[:, 1]
+    transition = Transition(obs_and_next[:, 0], obs_and_next[:, 1], action, log_prob, value,
+                            next_value, reward, (ends & 1) > 0, (ends & 2) > 0)
+    return Rollout(env_state, obs, transition, episodes)
