@@ -157,3 +157,23 @@ def testnonfinite_bits_name_each_tree_with_a_bad_float():
     bad_stats = (jnp.ones((2, 2)), jnp.float32(-jnp.inf))
     assert int(nonfinite_bits((params, 4), (bad_opt, 8), (bad_stats, 16))) == 8 | 16
     assert int(jax.jit(lambda p: nonfinite_bits((p, 4), (bad_opt, 8)))(params * jnp.nan)) == 12
+
+
+def test_plain_paths_train(make_config, monkeypatch):
+    """With the CPU-only tricks off (resets drawn inside each env step, shuffles by
+    `jax.random.permutation`, minibatches gathered per step), as other backends and large
+    batches run, the trainer still trains, on other random streams."""
+    import purerl.learner
+    import purerl.prng
+    import purerl.rollout
+
+    config = make_config()
+    _, cpu = jax.jit(make_train(config))(jax.random.key(0))
+    monkeypatch.setattr(purerl.rollout, "MAX_RESETS_DRAWN_AHEAD", 0)
+    monkeypatch.setattr(purerl.learner, "MAX_BYTES_GATHERED_AHEAD", 0)
+    monkeypatch.setattr(purerl.prng, "_PACKED_SORT_MAX_INDEX_BITS", 0)
+    _, plain = jax.jit(make_train(config))(jax.random.key(0))
+    assert np.all(np.asarray(plain.opt_steps) == 4)
+    assert np.asarray(plain.episode_count).sum() > 0
+    assert all(np.isfinite(np.asarray(x)).all() for x in jax.tree.leaves(plain))
+    assert not np.array_equal(np.asarray(cpu.policy_loss), np.asarray(plain.policy_loss))

@@ -1,0 +1,75 @@
+"""The rollout alone, on a probe env whose every transition can be checked by hand."""
+
+import jax
+import numpy as np
+import pytest
+
+from purerl.agent import make_agent
+from purerl.envs import make_env
+from purerl.envs.normalization import init_running_stats
+from purerl.networks import ActorCritic, init_params
+from purerl.rollout import RolloutNoise, rollout
+
+NUM_STEPS, NUM_ENVS = 24, 8
+CHAIN_END, TIME_LIMIT = 4, 10  # custom_envs.Chain's default params
+
+
+@pytest.fixture(scope="module")
+def chain_agent():
+    from conftest import tiny_config
+
+    config = tiny_config(**{"env.name": "custom_envs:Chain", "env.num_envs": NUM_ENVS})
+    env, env_params = make_env(config.env)
+    agent = make_agent(config, env, env_params)
+    params = init_params(agent.network, jax.random.key(1),
+                         np.zeros((1, *agent.obs_shape), np.float32))
+    return agent, params, env_params
+
+
+@pytest.mark.parametrize("resets_drawn_ahead", [True, False])
+def test_rollout_transitions_follow_the_chain(chain_agent, resets_drawn_ahead):
+    """Chain: the position (the one-hot observation) moves by the action; reaching position 4
+    terminates with reward 1; the 10th step of an episode truncates it."""
+    agent, params, env_params = chain_agent
+    keys = jax.random.split(jax.random.key(0), 4)
+    obs, env_state = agent.reset_envs(jax.random.split(keys[0], NUM_ENVS), env_params)
+    noise = RolloutNoise(
+        agent.policy.noise(keys[1], (NUM_STEPS, NUM_ENVS)), keys[2],
+        jax.random.split(keys[3], (NUM_STEPS, NUM_ENVS)) if resets_drawn_ahead else None)
+    stats = init_running_stats(agent.obs_shape)
+    out = jax.jit(lambda *args: rollout(agent, *args))(params, env_state, obs, stats,
+                                                       env_params, noise)
+    tr = jax.tree.map(np.asarray, out.transition)
+    for name in tr._fields:
+        assert getattr(tr, name).shape[:2] == (NUM_STEPS, NUM_ENVS), name
+
+    position, next_position = tr.obs.argmax(-1), tr.next_obs.argmax(-1)
+    np.testing.assert_array_equal(next_position, position + tr.action[..., 0])  # one control
+    np.testing.assert_array_equal(tr.terminated, next_position == CHAIN_END)
+    np.testing.assert_array_equal(tr.reward, tr.terminated.astype(np.float32))
+    ended = tr.terminated | tr.truncated
+    step_in_episode = np.zeros(NUM_ENVS, int)
+    returns, counts = np.zeros(NUM_ENVS), np.zeros(NUM_ENVS, int)
+    for t in range(NUM_STEPS):
+        step_in_episode += 1
+        np.testing.assert_array_equal(tr.truncated[t] & ~tr.terminated[t],
+                                      (step_in_episode == TIME_LIMIT) & ~tr.terminated[t])
+        following = tr.obs[t + 1] if t + 1 < NUM_STEPS else np.asarray(out.obs)
+        # after an episode's end the env restarts at position 0, else it goes on from next_obs
+        np.testing.assert_array_equal(following.argmax(-1),
+                                      np.where(ended[t], 0, next_position[t]))
+        returns += np.where(ended[t], tr.reward[t], 0.0)  # Chain's reward comes at the end only
+        counts += ended[t]
+        step_in_episode[ended[t]] = 0
+    assert tr.terminated.any() and (tr.truncated & ~tr.terminated).any()  # both kinds of end
+    np.testing.assert_array_equal(np.asarray(out.episodes.count), counts)
+    np.testing.assert_allclose(np.asarray(out.episodes.episode_return), returns)
+
+    # value, next_value and log_prob are the network's, for the stored observations
+    flat = lambda x: x.reshape(NUM_STEPS * NUM_ENVS, *x.shape[2:])  # noqa: E731
+    policy_out, value = agent.network.apply(params, flat(tr.obs))
+    next_value = agent.network.apply(params, flat(tr.next_obs), method=ActorCritic.value)
+    log_prob = agent.policy.log_prob(policy_out, flat(tr.action))
+    for name, expected in (("value", value), ("next_value", next_value), ("log_prob", log_prob)):
+        np.testing.assert_allclose(flat(getattr(tr, name)), expected, rtol=1e-5, atol=1e-6,
+                                   err_msg=name)
