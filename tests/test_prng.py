@@ -5,6 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import purerl.prng
 from purerl.prng import (convert_key, draw_bits, gumbel_from_bits, key_words, keys_from_bits,
                          normal_from_bits, permutation_bits_shape, permutations_from_bits,
                          uniform_from_bits)
@@ -78,11 +79,14 @@ def _permutations(key, num, size):
     return np.asarray(permutations_from_bits(bits, size, "unsafe_rbg"))
 
 
-@pytest.mark.parametrize("size", [6, 512, 9000])
-def test_permutations_from_bits(size):
-    """Small sizes sort packed bits `[num, size]`; large ones take a key per row."""
+@pytest.mark.parametrize("size, packed", [(6, True), (512, True), (9000, True), (9000, False)])
+def test_permutations_from_bits(size, packed, monkeypatch):
+    """Sizes up to 2^20 sort packed bits `[num, size]` on CPU; larger ones (here: the limit
+    lowered) take a key per row."""
+    if not packed:
+        monkeypatch.setattr(purerl.prng, "_PACKED_SORT_MAX_INDEX_BITS", 13)
     shape = permutation_bits_shape(3, size, "unsafe_rbg")
-    assert shape == ((3, size) if size < 8192 else (3, 4))
+    assert shape == ((3, size) if packed else (3, 4))
     perms = _permutations(jax.random.key(0, impl="unsafe_rbg"), 3, size)
     assert perms.shape == (3, size) and perms.dtype == np.int32
     for row in perms:
@@ -95,3 +99,15 @@ def test_random_permutations_are_uniform():
     perms = _permutations(jax.random.key(1, impl="unsafe_rbg"), 4000, 4)
     counts = np.stack([(perms == v).sum(0) for v in range(4)])  # [value, position]
     assert np.all(np.abs(counts - 1000) < 5 * np.sqrt(4000 * 0.25 * 0.75)), counts
+
+
+def test_minibatches_of_a_large_packed_permutation_are_random_sets():
+    """At 2^17 indices (15 random bits, about 4 tied indices per value), each quarter of a
+    permutation (a minibatch) holds about a quarter of every block of indices."""
+    size, blocks = 2**17, 16
+    perms = _permutations(jax.random.key(2, impl="unsafe_rbg"), 2, size)
+    for row in perms:
+        for minibatch in row.reshape(4, -1):
+            counts = np.bincount(minibatch // (size // blocks), minlength=blocks)
+            std = np.sqrt(size / blocks * 0.25 * 0.75)  # about the hypergeometric's
+            assert np.all(np.abs(counts - size / blocks / 4) < 5 * std), counts
