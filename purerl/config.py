@@ -14,6 +14,7 @@ SCHEDULED_HYPERPARAMS = ("lr", "ent_coef", "clip_eps", "vf_coef", "gamma", "gae_
 SCHEDULE_KINDS = ("constant", "linear", "cosine", "exponential", "piecewise")
 PRNG_IMPLS = ("threefry2x32", "rbg", "unsafe_rbg")
 ACTIVATIONS = ("tanh", "relu", "gelu", "swish", "silu", "elu", "leaky_relu", "sigmoid", "softplus")
+CONV_PADDINGS = ("SAME", "VALID")
 
 
 class ConfigError(ValueError):
@@ -81,9 +82,11 @@ class NetworkConfig:
     hidden_sizes: List[int] = field(default_factory=lambda: [64, 64])
     activation: str = "tanh"
     shared: bool = False  # true: one trunk with policy and value heads; false: two towers
-    conv_channels: List[int] = field(default_factory=list)  # non-empty: a CNN torso (images)
-    conv_kernel: int = 3
-    conv_stride: int = 1
+    # A CNN torso (images) when non-empty: one entry per convolution in each of the four lists
+    conv_channels: List[int] = field(default_factory=list)  # output channels
+    conv_kernels: List[int] = field(default_factory=list)  # square kernel sizes
+    conv_strides: List[int] = field(default_factory=list)  # strides
+    conv_padding: List[str] = field(default_factory=list)  # SAME or VALID (CONV_PADDINGS)
     vocab_size: int = 0  # > 0: quantize each observation dimension into this many tokens
     embed_dim: int = 16  # width of each token's embedding
 
@@ -211,10 +214,17 @@ def validate(config: Config, num_devices: int = 1) -> Config:
     net = config.network
     if not net.hidden_sizes or any(size <= 0 for size in net.hidden_sizes):
         raise ConfigError(f"network.hidden_sizes={list(net.hidden_sizes)} must be positive sizes")
-    if any(c <= 0 for c in net.conv_channels):
-        raise ConfigError(f"network.conv_channels={list(net.conv_channels)} must be positive")
-    _positive("network.conv_kernel", net.conv_kernel)
-    _positive("network.conv_stride", net.conv_stride)
+    for key in ("conv_kernels", "conv_strides", "conv_padding"):
+        entries, layers = len(getattr(net, key)), len(net.conv_channels)
+        if entries != layers:
+            raise ConfigError(f"network.{key} has {entries} entries, network.conv_channels "
+                              f"{layers}: one per convolution")
+    for key in ("conv_channels", "conv_kernels", "conv_strides"):
+        if any(value <= 0 for value in getattr(net, key)):
+            raise ConfigError(f"network.{key}={list(getattr(net, key))} must be positive")
+    if any(padding not in CONV_PADDINGS for padding in net.conv_padding):
+        raise ConfigError(f"network.conv_padding={list(net.conv_padding)}: each entry must be "
+                          f"one of {', '.join(CONV_PADDINGS)}")
     _positive("network.embed_dim", net.embed_dim)
     if net.vocab_size < 0 or net.vocab_size == 1:
         raise ConfigError(f"network.vocab_size={net.vocab_size} must be 0 (off) or >= 2")

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
-from typing import Any, Callable, Optional, Sequence, Tuple
+from typing import Any, Callable, Iterator, Optional, Sequence, Tuple
 
 import flax.linen as nn
 import jax
@@ -12,7 +14,7 @@ import numpy as np
 from flax import struct
 from flax.core import meta
 
-from purerl.config import Config
+from purerl.config import Config, ConfigError
 from purerl.spaces import ActionSpec
 
 ACTIVATION_FNS: dict[str, Callable[[jax.Array], jax.Array]] = {
@@ -28,11 +30,18 @@ ACTIVATION_FNS: dict[str, Callable[[jax.Array], jax.Array]] = {
 }
 
 
+def cpu_backend() -> bool:
+    """Whether XLA:CPU runs this process's programs: the one backend where the tricks that pay
+    only there run (`init_params`' one normal draw, `Conv`'s patch matmul); every other backend
+    runs the plain path (flax's own init, `lax.conv_general_dilated`)."""
+    return jax.default_backend() == "cpu"
+
+
 class Orthogonal(struct.PyTreeNode, meta.AxisMetadata):
-    """A kernel `[*towers, in, out]` left for `init_params` to draw: zeros of its shape until
-    then, and its gain (`scale`). Each of its `batch_ndim` leading axes indexes a separate
-    kernel of its own `[in, out]`; `scale` and `columns` may give one entry per kernel.
-    `columns`: only that many leading columns of a kernel are drawn (an orthogonal
+    """A kernel `[*towers, in, out]` that `orthogonal` leaves for `init_params`' one draw to fill:
+    zeros of its shape until then, and its gain (`scale`). Each of its `batch_ndim` leading axes
+    indexes a separate kernel of its own `[in, out]`; `scale` and `columns` may give one entry
+    per kernel. `columns`: only that many leading columns of a kernel are drawn (an orthogonal
     `[in, columns]` kernel), the rest stay zero (default: all)."""
 
     value: jax.Array
@@ -51,6 +60,13 @@ class Orthogonal(struct.PyTreeNode, meta.AxisMetadata):
     def normal_size(self) -> int:
         return self.value.shape[-2] * sum(columns for _, columns in self.matrices())
 
+    def assemble(self, kernels: Sequence[jax.Array]) -> jax.Array:
+        """The whole kernel `[*towers, in, out]` of one `[in, columns]` matrix per kernel (in
+        `matrices()`' order), each zero-padded to `out` columns."""
+        cols = self.value.shape[-1]
+        return jnp.stack([jnp.pad(kernel, ((0, 0), (0, cols - kernel.shape[1])))
+                          for kernel in kernels]).reshape(self.value.shape)
+
     def unbox(self) -> jax.Array:
         return self.value
 
@@ -64,10 +80,35 @@ class Orthogonal(struct.PyTreeNode, meta.AxisMetadata):
         return self
 
 
+# True only while `init_params` runs its one-draw path's `module.init`.
+_LEAVE_KERNELS_IN_BOXES = contextvars.ContextVar("purerl_leave_kernels_in_boxes", default=False)
+
+
+@contextlib.contextmanager
+def _kernels_left_in_boxes() -> Iterator[None]:
+    token = _LEAVE_KERNELS_IN_BOXES.set(True)
+    try:
+        yield
+    finally:
+        _LEAVE_KERNELS_IN_BOXES.reset(token)
+
+
 def orthogonal(scale, batch_ndim: int = 0, columns=None) -> Callable:
-    """A kernel initializer for `init_params` to fill (the flax key it is given goes unused)."""
-    return lambda key, shape, dtype=jnp.float32: Orthogonal(jnp.zeros(shape, dtype), scale,
-                                                            batch_ndim, columns)
+    """A flax kernel initializer: orthogonal `[*towers, in, out]` kernels of gain `scale` (as for
+    `Orthogonal`: `batch_ndim` leading axes of separate kernels, a gain and a number of drawn
+    columns per kernel), each drawn by `jax.nn.initializers.orthogonal` from a key of its own.
+    Inside `init_params`' one-draw path it gives an `Orthogonal` box of zeros instead."""
+
+    def init(key: jax.Array, shape, dtype=jnp.float32):
+        box = Orthogonal(jnp.zeros(shape, dtype), scale, batch_ndim, columns)
+        if _LEAVE_KERNELS_IN_BOXES.get():
+            return box
+        rows = shape[-2]
+        keys = jax.random.split(key, len(box.matrices()))
+        return box.assemble([jax.nn.initializers.orthogonal(gain)(k, (rows, cols), dtype)
+                             for k, (gain, cols) in zip(keys, box.matrices())])
+
+    return init
 
 
 def _orthogonal_from_normal(normal: jax.Array, scale: float) -> jax.Array:
@@ -83,27 +124,43 @@ def _is_box(x) -> bool:
     return isinstance(x, Orthogonal)
 
 
-def kernel_normal_size(module: nn.Module, *example_args) -> int:
+def _one_draw(one_draw: Optional[bool]) -> bool:
+    return cpu_backend() if one_draw is None else one_draw
+
+
+def kernel_normal_size(module: nn.Module, *example_args, one_draw: Optional[bool] = None) -> int:
     """How many standard normal numbers `init_params` draws for `module`'s orthogonal kernels
-    (a static count, from the shapes alone)."""
-    variables = jax.eval_shape(lambda: module.init(jax.random.key(0), *example_args))
+    (a static count, from the shapes alone); 0 on the plain path (`one_draw` as there)."""
+    if not _one_draw(one_draw):
+        return 0
+    with _kernels_left_in_boxes():
+        variables = jax.eval_shape(lambda: module.init(jax.random.key(0), *example_args))
     return sum(leaf.normal_size for leaf in jax.tree.leaves(variables, is_leaf=_is_box)
                if _is_box(leaf))
 
 
 def init_params(module: nn.Module, key: jax.Array, *example_args,
-                normal: Optional[jax.Array] = None) -> Any:
-    """`module.init(key, *example_args)` with every `orthogonal` kernel drawn at once.
+                normal: Optional[jax.Array] = None, one_draw: Optional[bool] = None) -> Any:
+    """`module.init(key, *example_args)`: the same tree, its `orthogonal` kernels of the same
+    distribution; on XLA:CPU (`one_draw=None`; True or False forces a path) all drawn at once.
 
-    One normal sample of all the kernels' sizes (`normal [kernel_normal_size(...)]`, drawn
-    from `key` when not given), then one QR per `[in, out]` matrix: a flax init draws each
+    The one-draw path: `module.init` leaves each kernel in an `Orthogonal` box; one normal
+    sample of all the kernels' sizes (`normal [kernel_normal_size(...)]`, drawn from `key`
+    when not given) fills them, one QR per `[in, out]` matrix. flax's own init draws each
     kernel from a key of its own, and on CPU every draw and key derivation is a kernel for XLA
-    to compile (the init was a third of the training program's compile time). Each QR runs
-    unbatched: on several CPU devices a batched LAPACK QR waits for pool threads that are all
-    busy (a hang seen with 2 forced devices on 2 cores).
+    to compile (the init was a third of the training program's compile time; this saved about
+    1.2 s). Each QR runs unbatched: on several CPU devices a batched LAPACK QR waits for pool
+    threads that are all busy (a hang seen with 2 forced devices on 2 cores). The plain path is
+    `module.init` itself; it takes no `normal` (`kernel_normal_size` is 0 there).
     """
+    if not _one_draw(one_draw):
+        if normal is not None and normal.size:
+            raise ValueError(f"init_params' plain path draws no normal sample; got {normal.size}")
+        return module.init(key, *example_args)
     # flax folds each parameter's name into `key` before drawing: the same key serves both.
-    leaves, treedef = jax.tree.flatten(module.init(key, *example_args), is_leaf=_is_box)
+    with _kernels_left_in_boxes():
+        variables = module.init(key, *example_args)
+    leaves, treedef = jax.tree.flatten(variables, is_leaf=_is_box)
     boxes = [leaf for leaf in leaves if _is_box(leaf)]
     sizes = [box.normal_size for box in boxes]
     if normal is None:
@@ -115,14 +172,14 @@ def init_params(module: nn.Module, key: jax.Array, *example_args,
 
 
 def _draw_kernel(box: Orthogonal, normal: jax.Array) -> jax.Array:
-    rows, cols = box.value.shape[-2:]
+    """`box`'s kernel from `normal [box.normal_size]`, its matrices' samples one after another."""
+    rows = box.value.shape[-2]
     kernels, start = [], 0
     for scale, columns in box.matrices():
-        kernel = _orthogonal_from_normal(
-            normal[start:start + rows * columns].reshape(rows, columns), scale)
-        kernels.append(jnp.pad(kernel, ((0, 0), (0, cols - columns))))
+        kernels.append(_orthogonal_from_normal(
+            normal[start:start + rows * columns].reshape(rows, columns), scale))
         start += rows * columns
-    return jnp.stack(kernels).reshape(box.value.shape)
+    return box.assemble(kernels)
 
 
 def _dense(features: int, scale: float) -> nn.Dense:
@@ -175,14 +232,25 @@ class MLP(nn.Module):
         return x
 
 
-def image_patches(x: jax.Array, kernel_size: int, strides: int) -> jax.Array:
-    """SAME-padded k x k patches: `[N, H, W, C] -> [N, ceil(H / s), ceil(W / s), k * k * C]`.
+def conv_output_size(size: int, kernel_size: int, strides: int, padding: str) -> int:
+    """A convolution's output length along one spatial axis of length `size`: SAME
+    `ceil(size / strides)`; VALID `floor((size - kernel_size) / strides) + 1`, below 1 when
+    the input is smaller than the kernel."""
+    if padding == "SAME":
+        return -(-size // strides)
+    return (size - kernel_size) // strides + 1
 
-    Built from shifted slices, so a convolution becomes one matmul; XLA:CPU runs that far
-    faster than its convolution kernels (and their gradients) on these small images.
+
+def image_patches(x: jax.Array, kernel_size: int, strides: int, padding: str) -> jax.Array:
+    """The k x k patches a convolution reads: `[N, H, W, C] -> [N, H', W', k * k * C]` (`H'`,
+    `W'` as `conv_output_size`), each patch's features ordered as an HWIO kernel's rows.
+
+    Built from shifted slices, so a convolution becomes one matmul. SAME pads as
+    `lax.conv_general_dilated` does (the odd padding row or column at the end).
     """
     _, height, width, _ = x.shape
-    out_h, out_w = -(-height // strides), -(-width // strides)
+    out_h, out_w = (conv_output_size(size, kernel_size, strides, padding)
+                    for size in (height, width))
     pad_h = max((out_h - 1) * strides + kernel_size - height, 0)
     pad_w = max((out_w - 1) * strides + kernel_size - width, 0)
     x = jnp.pad(x, ((0, 0), (pad_h // 2, pad_h - pad_h // 2), (pad_w // 2, pad_w - pad_w // 2),
@@ -192,21 +260,56 @@ def image_patches(x: jax.Array, kernel_size: int, strides: int) -> jax.Array:
          for i in range(kernel_size) for j in range(kernel_size)], axis=-1)
 
 
-class CNN(nn.Module):
-    """SAME-padded convolutions (as patch matmuls, orthogonal init), then an MLP:
-    `[N, H, W, C] -> [N, F]`."""
+class Conv(nn.Module):
+    """One convolution with orthogonal init (gain sqrt 2), zero bias:
+    `[N, H, W, C] -> [N, H', W', features]` (`H'`, `W'` as `conv_output_size`).
 
-    channels: Sequence[int]
+    Its kernel is `[k * k * C, features]`, an HWIO kernel's rows flattened. On XLA:CPU it is one
+    matmul over `image_patches`, which runs faster there than XLA:CPU's convolutions and their
+    gradients (Breakout-MinAtar's training program, 16 envs: about 3,900 env steps/s against
+    820 with `lax.conv_general_dilated`, the same compile time); other backends run
+    `lax.conv_general_dilated`. `patch_matmul` forces one path (default: `cpu_backend()`).
+    """
+
+    features: int
     kernel_size: int
     strides: int
+    padding: str  # SAME or VALID
+    patch_matmul: Optional[bool] = None
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        k, channels = self.kernel_size, x.shape[-1]
+        kernel = self.param("kernel", orthogonal(np.sqrt(2.0)), (k * k * channels, self.features))
+        bias = self.param("bias", nn.initializers.zeros, (self.features,))
+        if cpu_backend() if self.patch_matmul is None else self.patch_matmul:
+            patches = image_patches(x, k, self.strides, self.padding)
+            y = jax.lax.dot_general(patches, kernel, (((patches.ndim - 1,), (0,)), ((), ())))
+        else:
+            y = jax.lax.conv_general_dilated(
+                x, kernel.reshape(k, k, channels, self.features), (self.strides, self.strides),
+                self.padding, dimension_numbers=("NHWC", "HWIO", "NHWC"))
+        return y + bias
+
+
+class CNN(nn.Module):
+    """Convolutions (one `Conv` per entry of `channels`, `kernel_sizes`, `strides` and
+    `padding`), flattened, then an MLP: `[N, H, W, C] -> [N, hidden_sizes[-1]]`."""
+
+    channels: Sequence[int]
+    kernel_sizes: Sequence[int]
+    strides: Sequence[int]
+    padding: Sequence[str]
     hidden_sizes: Sequence[int]
     activation: str = "relu"
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         act = ACTIVATION_FNS[self.activation]
-        for features in self.channels:
-            x = act(_dense(features, np.sqrt(2.0))(image_patches(x, self.kernel_size, self.strides)))
+        layers = zip(self.channels, self.kernel_sizes, self.strides, self.padding, strict=True)
+        for i, layer in enumerate(layers):
+            # `Dense_i`: the names these layers had as `nn.Dense` over patches (the same tree).
+            x = act(Conv(*layer, name=f"Dense_{i}")(x))
         return MLP(self.hidden_sizes, self.activation)(x.reshape(x.shape[0], -1))
 
 
@@ -246,7 +349,9 @@ class ActorCritic(nn.Module):
     The policy output is logits `[B, num_outputs]`, or for a Gaussian policy (`gaussian=True`)
     `(mean, log_std)`, each `[B, num_outputs]`, with a learned state-independent log-std.
     `shared=True`: one torso feeds both heads. `shared=False`: separate policy and value towers.
-    Heads use the usual PPO init: gain 0.01 for the policy, 1.0 for the value.
+    Heads use the usual PPO init: gain 0.01 for the policy, 1.0 for the value; hidden layers
+    and convolutions sqrt 2; biases zero. flax's own `init` draws it; `init_params` gives the
+    same tree, drawn at once on CPU (what the trainer calls).
     """
 
     num_outputs: int
@@ -255,8 +360,9 @@ class ActorCritic(nn.Module):
     shared: bool = False
     gaussian: bool = False
     conv_channels: Sequence[int] = ()  # non-empty: a CNN torso over `[H, W, C]` observations
-    conv_kernel: int = 3
-    conv_stride: int = 1
+    conv_kernels: Sequence[int] = ()  # per convolution, as conv_channels: square kernel size
+    conv_strides: Sequence[int] = ()  # per convolution: stride
+    conv_padding: Sequence[str] = ()  # per convolution: SAME or VALID
     vocab_size: int = 0  # > 0: the serialized representation (needs obs_low / obs_high)
     embed_dim: int = 16
     obs_low: Sequence[float] = ()
@@ -264,8 +370,8 @@ class ActorCritic(nn.Module):
 
     def _torso(self) -> nn.Module:
         if self.conv_channels:
-            return CNN(self.conv_channels, self.conv_kernel, self.conv_stride, self.hidden_sizes,
-                       self.activation)
+            return CNN(self.conv_channels, self.conv_kernels, self.conv_strides, self.conv_padding,
+                       self.hidden_sizes, self.activation)
         mlp = MLP(self.hidden_sizes, self.activation)
         if self.vocab_size:
             return nn.Sequential([Tokenizer(self.obs_low, self.obs_high, self.vocab_size,
@@ -336,10 +442,28 @@ class ActorCritic(nn.Module):
         return value.reshape(obs.shape[:batch_ndim])
 
 
+def _check_convolutions_fit(net, height: int, width: int) -> None:
+    """Raises ConfigError when a VALID convolution of `net` (a `NetworkConfig`) gets an input
+    smaller than its kernel, given `[height, width]` observations."""
+    h, w = height, width
+    layers = zip(net.conv_kernels, net.conv_strides, net.conv_padding)
+    for i, (kernel, stride, padding) in enumerate(layers, 1):
+        if padding == "VALID" and min(h, w) < kernel:  # SAME pads: never below 1 x 1
+            raise ConfigError(
+                f"network.conv_kernels={list(net.conv_kernels)}, conv_strides="
+                f"{list(net.conv_strides)}, conv_padding={list(net.conv_padding)} do not fit "
+                f"{height}x{width} observations: convolution {i} ({kernel}x{kernel}, stride "
+                f"{stride}, {padding}) gets {h}x{w}, smaller than its kernel")
+        h, w = (conv_output_size(size, kernel, stride, padding) for size in (h, w))
+
+
 def make_network(config: Config, spec: ActionSpec, obs_space) -> ActorCritic:
     """The actor-critic that `config.network` describes, for `spec`'s actions and observations
-    of `obs_space` (whose bounds a quantizing torso uses)."""
+    of `obs_space` (whose bounds a quantizing torso uses, and whose `[H, W, ...]` shape a CNN's
+    convolutions must fit: raises ConfigError if not)."""
     net = config.network
+    if net.conv_channels:
+        _check_convolutions_fit(net, *obs_space.shape[:2])
     bounds = {}
     if net.vocab_size:  # quantized within the bounds of what the network sees
         clip = config.env.clip_obs
@@ -351,7 +475,8 @@ def make_network(config: Config, spec: ActionSpec, obs_space) -> ActorCritic:
     return ActorCritic(num_outputs=spec.num_outputs, hidden_sizes=tuple(net.hidden_sizes),
                        activation=net.activation, shared=net.shared,
                        gaussian=spec.kind == "gaussian",
-                       conv_channels=tuple(net.conv_channels), conv_kernel=net.conv_kernel,
-                       conv_stride=net.conv_stride, vocab_size=net.vocab_size,
+                       conv_channels=tuple(net.conv_channels),
+                       conv_kernels=tuple(net.conv_kernels), conv_strides=tuple(net.conv_strides),
+                       conv_padding=tuple(net.conv_padding), vocab_size=net.vocab_size,
                        embed_dim=net.embed_dim, obs_low=bounds.get("low", ()),
                        obs_high=bounds.get("high", ()))

@@ -25,7 +25,8 @@ def test_env_trains_two_updates(make_config, env_name):
 def test_cnn_torso_trains_on_images(make_config, env_name):
     config = make_config(**{"env.name": env_name, "total_timesteps": 128, "ppo.num_epochs": 1,
                             "network.hidden_sizes": [16], "network.conv_channels": [4],
-                            "network.activation": "relu"})
+                            "network.conv_kernels": [3], "network.conv_strides": [1],
+                            "network.conv_padding": ["SAME"], "network.activation": "relu"})
     state, metrics = jax.jit(make_train(config))(jax.random.key(0))
     assert np.isfinite(np.asarray(metrics.policy_loss)).all()
     conv = state.params["params"]["policy_torso"]["Dense_0"]["kernel"]

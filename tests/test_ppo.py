@@ -161,9 +161,10 @@ def testnonfinite_bits_name_each_tree_with_a_bad_float():
 
 def test_plain_paths_train(make_config, monkeypatch):
     """With the CPU-only tricks off (resets drawn inside each env step, shuffles by
-    `jax.random.permutation`, minibatches gathered per step), as other backends and large
-    batches run, the trainer still trains, on other random streams."""
+    `jax.random.permutation`, minibatches gathered per step, flax's own init), as other
+    backends and large batches run, the trainer still trains, on other random streams."""
     import purerl.learner
+    import purerl.networks
     import purerl.prng
     import purerl.rollout
 
@@ -172,6 +173,7 @@ def test_plain_paths_train(make_config, monkeypatch):
     monkeypatch.setattr(purerl.rollout, "MAX_RESETS_DRAWN_AHEAD", 0)
     monkeypatch.setattr(purerl.learner, "MAX_BYTES_GATHERED_AHEAD", 0)
     monkeypatch.setattr(purerl.prng, "_PACKED_SORT_MAX_INDEX_BITS", 0)
+    monkeypatch.setattr(purerl.networks, "cpu_backend", lambda: False)  # flax's own init
     _, plain = jax.jit(make_train(config))(jax.random.key(0))
     assert np.all(np.asarray(plain.opt_steps) == 4)
     assert np.asarray(plain.episode_count).sum() > 0
