@@ -7,6 +7,7 @@ what it returns is a time-major `Transition` with plain named fields.
 
 from __future__ import annotations
 
+import math
 from typing import Any, NamedTuple, Optional
 
 import jax
@@ -16,6 +17,8 @@ from purerl.agent import Agent
 from purerl.networks import ActorCritic
 from purerl.packing import batch_packer
 
+# The values of a rollout's observations are computed after its scan, this many at a time at most.
+MAX_VALUE_PASS_SAMPLES = 1 << 15
 # Resets drawn ahead of the scan (`RolloutNoise.reset_keys`) are T x B env states held at once:
 # a CPU saving of random-number kernels inside the loop, kept only up to this many.
 MAX_RESETS_DRAWN_AHEAD = 1 << 16
@@ -121,12 +124,31 @@ def rollout(agent: Agent, params, env_state, obs: jax.Array, obs_stats, env_para
                                   (noise.action_noise, env_keys, resets))
     env_state, obs, episodes = unpack(carry)
     obs_and_next, action, log_prob, value, reward, ends = outputs  # obs_and_next: [T, 2, B, ...]
-    inputs = agent.observe(obs_stats, obs_and_next)
     if network.shared:
-        next_value = network.apply(params, inputs[:, 1], 2, method=ActorCritic.value)
+        next_value = _values(agent, params, obs_stats, obs_and_next[:, 1])
     else:  # one pass of the value tower over the observations and the next ones
-        values = network.apply(params, inputs, 3, method=ActorCritic.value)
+        values = _values(agent, params, obs_stats, obs_and_next)
         value, next_value = values[:, 0], values[:, 1]
     transition = Transition(obs_and_next[:, 0], obs_and_next[:, 1], action, log_prob, value,
                             next_value, reward, (ends & 1) > 0, (ends & 2) > 0)
     return Rollout(env_state, obs, transition, episodes)
+
+
+def _values(agent: Agent, params, obs_stats, obs: jax.Array) -> jax.Array:
+    """V of every observation `obs [T, *batch, *obs_shape]` -> `[T, *batch]`: in one pass of
+    the value tower when it sees at most `MAX_VALUE_PASS_SAMPLES` observations, else in
+    chunks of consecutive steps, one after another, so that the network's activations for the
+    whole rollout (with a CNN, tens of GiB at thousands of envs) are never held at once."""
+    num_steps, batch_ndim = obs.shape[0], obs.ndim - len(agent.obs_shape)
+    samples_per_step = math.prod(obs.shape[1:batch_ndim])
+    chunk = max((steps for steps in range(1, num_steps + 1) if num_steps % steps == 0
+                 and steps * samples_per_step <= MAX_VALUE_PASS_SAMPLES), default=1)
+
+    def values(obs):  # [steps, *batch, *obs_shape] -> [steps, *batch]
+        return agent.network.apply(params, agent.observe(obs_stats, obs), batch_ndim,
+                                   method=ActorCritic.value)
+
+    if chunk == num_steps:
+        return values(obs)
+    chunks = jax.lax.map(values, obs.reshape(num_steps // chunk, chunk, *obs.shape[1:]))
+    return chunks.reshape(obs.shape[:batch_ndim])

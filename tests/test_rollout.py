@@ -4,6 +4,7 @@ import jax
 import numpy as np
 import pytest
 
+import purerl.rollout
 from purerl.agent import make_agent
 from purerl.envs import make_env
 from purerl.envs.normalization import init_running_stats
@@ -26,10 +27,14 @@ def chain_agent():
     return agent, params, env_params
 
 
-@pytest.mark.parametrize("resets_drawn_ahead", [True, False])
-def test_rollout_transitions_follow_the_chain(chain_agent, resets_drawn_ahead):
+@pytest.mark.parametrize("resets_drawn_ahead, value_pass_samples", [(True, None), (False, 48)])
+def test_rollout_transitions_follow_the_chain(chain_agent, resets_drawn_ahead,
+                                              value_pass_samples, monkeypatch):
     """Chain: the position (the one-hot observation) moves by the action; reaching position 4
-    terminates with reward 1; the 10th step of an episode truncates it."""
+    terminates with reward 1; the 10th step of an episode truncates it. Values come from one
+    pass after the scan, or (48 samples at most: 3 steps of 2 x 8) from 8 chunks of it."""
+    if value_pass_samples is not None:
+        monkeypatch.setattr(purerl.rollout, "MAX_VALUE_PASS_SAMPLES", value_pass_samples)
     agent, params, env_params = chain_agent
     keys = jax.random.split(jax.random.key(0), 4)
     obs, env_state = agent.reset_envs(jax.random.split(keys[0], NUM_ENVS), env_params)
