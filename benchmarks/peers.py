@@ -1,0 +1,338 @@
+"""purerl and PureJaxRL's `ppo.py` side by side, at the same settings, taking turns.
+
+    python benchmarks/peers.py --purejaxrl ../purejaxrl --peer-python ../peer-venv/bin/python
+    python benchmarks/peers.py --purejaxrl ../purejaxrl --peer-python ... --rows 4envs 8seeds
+
+No peer code is in this repository. PureJaxRL is public on GitHub; its `ppo.py` was written for
+gymnax 0.0.x's five-value step, and the `wrappers.py` it imports imports brax and navix, so it
+runs in a venv of its own, with the same jax as purerl's so that both run on the same XLA:
+
+    git clone https://github.com/luchris429/purejaxrl ../purejaxrl   # measured at 31756b1
+    python3.11 -m venv ../peer-venv
+    ../peer-venv/bin/pip install jax==0.10.2 jaxlib==0.10.2 gymnax==0.0.9 flax==0.12.8 \\
+        optax==0.2.8 distrax==0.1.9 brax==0.14.2 navix==0.7.4
+
+Without --purejaxrl it prints how to get a checkout and exits 0.
+
+Rows (--rows; all by default), each measured --repeats times with the two sides taking turns
+(purerl, PureJaxRL, purerl, ...), so that a slow spell of this shared machine hits both alike:
+
+- process: what users run. Wall seconds from start to exit, as /usr/bin/time sees them, of
+  `python -m purerl.train +env=cartpole` into an empty compile cache (cold), then of a second
+  run of the same shapes (`seed=1`, the same cache: warm), against `python ppo.py` in the
+  checkout's purejaxrl/ (its own `__main__`, which prints every episode's return through a
+  callback). Also purerl's `compile_s` from summary.json (its init, update-chunk and eval
+  programs) and, in processes of their own, each side's imports.
+- 4envs, 1024envs, 8seeds: `peer_driver.py` in a subprocess per side and turn (run by
+  purerl's Python and by --peer-python) times the compile of the whole-run program
+  `jax.jit(make_train(...)).lower(key).compile()` apart from one run of it: 4 envs x 5e5 steps;
+  1024 envs x 5e6 steps; 4 envs x 1e5 steps, 1 seed and then 8 vmapped seeds in one process.
+
+Writes results/peers.json (every turn's numbers, the machine, both sides' package versions)
+and prints a markdown table of medians (min-max). Ratios are purerl / PureJaxRL of the two
+medians, with their range over the turns: of times (< 1: purerl faster) or of steps/s (> 1:
+purerl faster). purerl is whatever `python -m purerl` imports here; to measure one commit
+while others edit the tree, run this file from a clone of that commit with PYTHONPATH on it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import fields
+from datetime import datetime, timezone
+from pathlib import Path
+
+from purerl.config import Config
+
+BENCHMARKS = Path(__file__).resolve().parent
+REPO = BENCHMARKS.parent
+DRIVER = BENCHMARKS / "peer_driver.py"
+GET_A_CHECKOUT = (
+    "peers.py: no PureJaxRL checkout given; `git clone https://github.com/luchris429/purejaxrl`, "
+    "make its venv as this file's docstring says, and pass --purejaxrl DIR --peer-python PATH")
+
+
+def program(num_envs: int, total_timesteps: int, num_seeds: int = 1) -> dict:
+    return {"num_envs": num_envs, "total_timesteps": total_timesteps, "num_seeds": num_seeds}
+
+
+# The rows measured by peer_driver.py: the programs each side's driver builds, in order.
+DRIVER_ROWS = {
+    "4envs": [program(4, 500_000)],
+    "1024envs": [program(1024, 5_000_000)],
+    "8seeds": [program(4, 100_000), program(4, 100_000, num_seeds=8)],
+}
+ROWS = ["process", *DRIVER_ROWS]
+# What each side's program imports before it starts: the CLI's modules (train.py imports the
+# heavy ones inside its functions); ppo.py imports all of its own at its top.
+PURERL_IMPORTS = ("import purerl.train, purerl.envs, purerl.evaluation, purerl.logging, "
+                  "purerl.checkpoint")
+PURERL_PACKAGES = ["purerl", "jax", "jaxlib", "flax", "optax", "chex", "gymnax", "hydra-core",
+                   "numpy"]
+PUREJAXRL_PACKAGES = ["jax", "jaxlib", "flax", "optax", "chex", "distrax", "gymnax", "brax",
+                      "navix", "numpy"]
+# The CLI's `compile_cache=PATH` setting, where this purerl has it; else JAX's variable.
+CLI_HAS_COMPILE_CACHE = "compile_cache" in {f.name for f in fields(Config)}
+VERSIONS_SCRIPT = """
+import importlib.metadata, json, platform, sys
+def version(name):
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+print(json.dumps({"python": platform.python_version(), **{n: version(n) for n in sys.argv[1:]}}))
+"""
+
+
+def subprocess_env(compile_cache: Path | None = None) -> dict:
+    """This process's environment, with JAX's persistent compilation cache in `compile_cache`
+    through JAX's own variable, or (None) nowhere."""
+    env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
+    if compile_cache is not None:
+        env["JAX_COMPILATION_CACHE_DIR"] = str(compile_cache)
+    return env
+
+
+def timed_run(command: list, cwd: Path, log: Path, env: dict | None = None) -> float:
+    """Wall seconds of `command` from start to exit; its output goes to `log`. Exits with the
+    end of that output when the command fails."""
+    with log.open("w") as out:
+        start = time.perf_counter()
+        returncode = subprocess.run(command, cwd=cwd, env=env or subprocess_env(), stdout=out,
+                                    stderr=subprocess.STDOUT).returncode
+        wall_s = time.perf_counter() - start
+    if returncode:
+        sys.exit(f"{' '.join(map(str, command))} exited {returncode}; the end of its output:\n"
+                 f"{log.read_text()[-3000:]}")
+    return wall_s
+
+
+def purerl_cli_run(run_dir: Path, compile_cache: Path, seed: int, log: Path) -> dict:
+    """The README's command, timed whole, and what its summary.json says of the run."""
+    command = [sys.executable, "-m", "purerl.train", "+env=cartpole", f"hydra.run.dir={run_dir}"]
+    command += [f"seed={seed}"] if seed else []
+    if CLI_HAS_COMPILE_CACHE:
+        command.append(f"compile_cache={compile_cache}")
+        env = subprocess_env()
+    else:
+        env = subprocess_env(compile_cache)
+    wall_s = timed_run(command, REPO, log, env)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    return {"wall_s": round(wall_s, 3),
+            **{k: summary[k] for k in ("compile_s", "train_s", "sps", "final_return")}}
+
+
+def process_turn(checkout: Path, peer_python: str, work: Path) -> dict:
+    """One turn of the process row: the imports of each side, then purerl's CLI into an empty
+    cache, PureJaxRL's `ppo.py`, and purerl's CLI again from that cache."""
+    peer_dir = checkout / "purejaxrl"
+    cache = work / "compile_cache"
+    cache.mkdir()
+    purerl_imports_s = timed_run([sys.executable, "-c", PURERL_IMPORTS], REPO,
+                                 work / "purerl_imports.log")
+    purejaxrl_imports_s = timed_run([peer_python, "-c", "import ppo"], peer_dir,
+                                    work / "purejaxrl_imports.log")
+    cold = purerl_cli_run(work / "run_cold", cache, 0, work / "purerl_cold.log")
+    purejaxrl_s = timed_run([peer_python, "ppo.py"], peer_dir, work / "purejaxrl_ppo.log")
+    warm = purerl_cli_run(work / "run_warm", cache, 1, work / "purerl_warm.log")
+    return {"purerl_imports_s": round(purerl_imports_s, 3),
+            "purejaxrl_imports_s": round(purejaxrl_imports_s, 3),
+            "purerl_cold": cold, "purejaxrl_wall_s": round(purejaxrl_s, 3), "purerl_warm": warm}
+
+
+def driver_turn(row: str, checkout: Path, peer_python: str, work: Path) -> dict:
+    """One turn of a driver row: purerl's driver, then PureJaxRL's; each one's list of results
+    of `DRIVER_ROWS[row]`'s programs."""
+    turn = {}
+    for side, python in (("purerl", sys.executable), ("purejaxrl", peer_python)):
+        out = work / f"{side}.json"
+        command = [python, DRIVER, side, json.dumps(DRIVER_ROWS[row]), out]
+        command += ["--purejaxrl", checkout] if side == "purejaxrl" else []
+        timed_run(command, REPO, work / f"{side}_driver.log")
+        turn[side] = json.loads(out.read_text())
+    return turn
+
+
+def stats(values: list) -> dict | None:
+    values = [v for v in values if v is not None]
+    if not values:
+        return None
+    return {"median": statistics.median(values), "min": min(values), "max": max(values),
+            "values": values}
+
+
+def comparison(what: str, unit: str, purejaxrl: list, purerl: list, ratio_of: str | None,
+               paired: bool = True) -> dict:
+    """One line of the table: each side's values over the turns, and purerl / PureJaxRL of
+    their medians where `ratio_of` ("time" or "steps/s") says what the ratio compares; with
+    `paired` (the i-th values of the two sides come from the same turn), the range of that
+    ratio over the turns too."""
+    line = {"what": what, "unit": unit, "purejaxrl": stats(purejaxrl), "purerl": stats(purerl),
+            "ratio_of": ratio_of, "ratio": None, "turn_ratios": None}
+    if ratio_of and line["purejaxrl"] and line["purerl"]:
+        line["ratio"] = round(line["purerl"]["median"] / line["purejaxrl"]["median"], 3)
+        if paired:
+            line["turn_ratios"] = [round(ours / theirs, 3)
+                                   for ours, theirs in zip(purerl, purejaxrl)]
+    return line
+
+
+def comparisons(rows: dict) -> list[dict]:
+    """The table's lines, from the rows that were run."""
+    lines = []
+    process = rows.get("process", [])
+    # The peer's compile to set beside the CLI's: its one program, from the 4envs row.
+    peer_compile = [t["purejaxrl"][0]["compile_s"] for t in rows.get("4envs", [])]
+    if process:
+        peer_wall = [t["purejaxrl_wall_s"] for t in process]
+        cold = [t["purerl_cold"] for t in process]
+        warm = [t["purerl_warm"] for t in process]
+        lines += [
+            comparison("`python -m purerl.train +env=cartpole` (compile cache empty) vs "
+                       "`python ppo.py`: whole process wall", "s",
+                       peer_wall, [r["wall_s"] for r in cold], "time"),
+            comparison("the same, purerl's second run (`seed=1`, cache warm)", "s",
+                       peer_wall, [r["wall_s"] for r in warm], "time"),
+            comparison("imports, in a process of their own (purerl: the CLI's modules; "
+                       "PureJaxRL: `import ppo`)", "s", [t["purejaxrl_imports_s"] for t in process],
+                       [t["purerl_imports_s"] for t in process], "time"),
+            comparison("compile: purerl the CLI's init + chunk + eval programs (summary.json), "
+                       "cache empty; PureJaxRL its whole-run program (4envs row)", "s",
+                       peer_compile, [r["compile_s"] for r in cold], "time", paired=False),
+            comparison("the same, purerl's CLI with the cache warm", "s",
+                       peer_compile, [r["compile_s"] for r in warm], "time", paired=False),
+        ]
+    for row, label in (("4envs", "4 envs, 1 seed, 5e5 steps"),
+                       ("1024envs", "1024 envs, 5e6 steps")):
+        if row not in rows:
+            continue
+        runs = {side: [t[side][0] for t in rows[row]] for side in ("purejaxrl", "purerl")}
+        for what, unit, key, ratio_of in (
+                ("compile of the whole-run program (lowering included)", "s", "compile_s", "time"),
+                ("training", "steps/s", "sps", "steps/s"),
+                ("final return", "return", "final_return", None)):
+            lines.append(comparison(f"{what}, {label}", unit, [r[key] for r in runs["purejaxrl"]],
+                                    [r[key] for r in runs["purerl"]], ratio_of))
+    if "8seeds" in rows:
+        one_seed, eight_seeds = ({side: [t[side][i] for t in rows["8seeds"]]
+                                  for side in ("purejaxrl", "purerl")} for i in (0, 1))
+        time_ratios = {side: [round(eight["train_s"] / one["train_s"], 2)
+                              for one, eight in zip(one_seed[side], eight_seeds[side])]
+                       for side in one_seed}
+        lines += [
+            comparison("training, 8 seeds vmapped, 4 envs, 1e5 steps each, all seeds' steps",
+                       "steps/s", [r["sps"] for r in eight_seeds["purejaxrl"]],
+                       [r["sps"] for r in eight_seeds["purerl"]], "steps/s"),
+            comparison("8 seeds' training time / 1 seed's (1e5 steps, in the same process)", "x",
+                       time_ratios["purejaxrl"], time_ratios["purerl"], None),
+        ]
+    return lines
+
+
+def formatted(values: dict | None, unit: str) -> str:
+    if values is None:
+        return "n/a"
+
+    def one(v):
+        return {"steps/s": f"{v / 1000:.1f}k", "x": f"{v:.2f}"}.get(unit, f"{v:.1f}")
+
+    if values["min"] == values["max"]:
+        return one(values["median"])
+    return f"{one(values['median'])} ({one(values['min'])}-{one(values['max'])})"
+
+
+def markdown(lines: list[dict]) -> str:
+    table = ["| what | PureJaxRL | purerl | purerl / PureJaxRL | ratio of |",
+             "| --- | ---: | ---: | ---: | --- |"]
+    for line in lines:
+        ratio = "" if line["ratio"] is None else f"{line['ratio']:.2f}"
+        if line["turn_ratios"]:
+            ratio += f" ({min(line['turn_ratios']):.2f}-{max(line['turn_ratios']):.2f})"
+        unit = "" if line["unit"] in ("x", "return") else f", {line['unit']}"
+        table.append(f"| {line['what']}{unit} | {formatted(line['purejaxrl'], line['unit'])} | "
+                     f"{formatted(line['purerl'], line['unit'])} | {ratio} | "
+                     f"{line['ratio_of'] or ''} |")
+    return "\n".join(table)
+
+
+def package_versions(python: str, packages: list[str]) -> dict:
+    output = subprocess.run([python, "-c", VERSIONS_SCRIPT, *packages], capture_output=True,
+                            text=True, check=True).stdout
+    return json.loads(output)
+
+
+def git_state(path: Path) -> dict:
+    def git(*args):
+        return subprocess.run(["git", "-C", str(path), *args], capture_output=True,
+                              text=True).stdout.strip()
+
+    return {"commit": git("rev-parse", "HEAD") or None,
+            "tracked_files_changed": bool(git("status", "--porcelain", "--untracked-files=no"))}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--purejaxrl", type=Path,
+                        help="the root of a PureJaxRL checkout (with purejaxrl/ppo.py)")
+    parser.add_argument("--peer-python", default=sys.executable,
+                        help="the Python of a venv that runs PureJaxRL's ppo.py")
+    parser.add_argument("--rows", nargs="+", choices=ROWS, default=ROWS)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=BENCHMARKS / "results" / "peers.json")
+    args = parser.parse_args()
+    if args.purejaxrl is None:
+        print(GET_A_CHECKOUT)
+        return
+    checkout = args.purejaxrl.resolve()
+    if not (checkout / "purejaxrl" / "ppo.py").is_file():
+        parser.error(f"{checkout / 'purejaxrl' / 'ppo.py'} not found: --purejaxrl is the root "
+                     "of a PureJaxRL checkout")
+
+    start = time.perf_counter()
+    result = {
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
+                    "processor": platform.processor() or platform.machine(),
+                    "load_average_at_start": os.getloadavg()},
+        "repeats": args.repeats,
+        "purerl": {**git_state(REPO), "python": sys.executable,
+                   "compile_cache_by": ("the CLI's compile_cache" if CLI_HAS_COMPILE_CACHE
+                                        else "JAX_COMPILATION_CACHE_DIR"),
+                   "versions": package_versions(sys.executable, PURERL_PACKAGES)},
+        "purejaxrl": {**git_state(checkout), "checkout": str(checkout),
+                      "python": args.peer_python,
+                      "versions": package_versions(args.peer_python, PUREJAXRL_PACKAGES)},
+        "programs": DRIVER_ROWS,
+        "rows": {},
+    }
+    with tempfile.TemporaryDirectory(prefix="purerl_peers_") as work:
+        for row in args.rows:
+            turns = result["rows"][row] = []
+            for turn in range(args.repeats):
+                turn_dir = Path(work) / f"{row}_{turn}"
+                turn_dir.mkdir()
+                turns.append(process_turn(checkout, args.peer_python, turn_dir)
+                             if row == "process"
+                             else driver_turn(row, checkout, args.peer_python, turn_dir))
+                print(f"{row} {turn + 1}/{args.repeats}: {json.dumps(turns[-1])}", flush=True)
+    result["machine"]["load_average_at_end"] = os.getloadavg()
+    result["total_s"] = round(time.perf_counter() - start, 1)
+    result["table"] = comparisons(result["rows"])
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(markdown(result["table"]))
+    print(f"ratios: purerl / PureJaxRL of the medians (range over the turns); of time < 1 and of "
+          f"steps/s > 1: purerl faster. {args.repeats} turns each, {result['total_s']:.0f} s in "
+          f"all; wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
