@@ -154,8 +154,16 @@ class Config:
         return schedule
 
 
+def env_devices(num_seeds: int, num_devices: int) -> int:
+    """How many devices a run's envs are split over: none (1) when its seeds split evenly
+    over the `num_devices` devices (each device then trains seeds of its own, with no
+    communication), else all of them (each seed's envs split, gradients averaged)."""
+    return 1 if num_seeds % num_devices == 0 else num_devices
+
+
 def validate(config: Config, num_devices: int = 1) -> Config:
-    """Checks every setting and derived size; raises ConfigError with a one-line message."""
+    """Checks every setting and derived size on `num_devices` devices; raises ConfigError with a
+    one-line message."""
     env, ppo = config.env, config.ppo
     if not env.name:
         raise ConfigError(
@@ -170,6 +178,7 @@ def validate(config: Config, num_devices: int = 1) -> Config:
     for key in ("clip_obs", "clip_reward"):
         if not getattr(env, key) > 0:
             raise ConfigError(f"env.{key}={getattr(env, key)} must be > 0")
+    num_devices = env_devices(config.num_seeds, num_devices)
     if env.num_envs % num_devices:
         raise ConfigError(
             f"env.num_envs={env.num_envs} is not divisible by the number of devices ({num_devices})"

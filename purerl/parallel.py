@@ -19,11 +19,14 @@ def make_mesh(num_devices: Optional[int] = None) -> Mesh:
     return Mesh(np.array(devices), (DEVICE_AXIS,), axis_types=(AxisType.Auto,))
 
 
-def shard_over_devices(fn: Callable, *, mesh: Mesh, in_specs, out_specs) -> Callable:
-    """`shard_map` of `fn` over `mesh`; on a single device, `fn` itself."""
+def shard_over_devices(fn: Callable, *, mesh: Mesh, in_specs, out_specs,
+                       collectives: bool = True) -> Callable:
+    """`shard_map` of `fn` over `mesh`; on a single device, `fn` itself. Without `collectives`
+    (`fn` never communicates across devices) its values are not typed per device."""
     if mesh.size == 1:
         return fn
-    return jax.shard_map(fn, mesh=mesh, in_specs=in_specs, out_specs=out_specs)
+    return jax.shard_map(fn, mesh=mesh, in_specs=in_specs, out_specs=out_specs,
+                         check_vma=collectives)
 
 
 def map_seeds(fn: Callable, num_seeds: int, in_axes=0) -> Callable:

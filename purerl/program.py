@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
 
-from purerl.config import Config, validate
+from purerl.config import Config, env_devices, validate
 from purerl.envs import make_env
 from purerl.envs.normalization import Normalizer
 from purerl.parallel import DEVICE_AXIS, make_mesh, map_seeds, shard_over_devices
@@ -39,14 +39,21 @@ class Program(NamedTuple):
 
 
 def make_program(config: Config, chunk: Optional[int] = None) -> Program:
-    """Builds the run's functions (not yet jitted); `chunk` updates per `run` call."""
+    """Builds the run's functions (not yet jitted); `chunk` updates per `run` call.
+
+    On several devices, seeds that split evenly over them are split (each device trains its
+    share of the seeds, vmapped, with no communication); otherwise every seed's envs are
+    split, and gradients and statistics averaged over the devices.
+    """
     num_devices = jax.local_device_count()
     validate(config, num_devices)
     env, env_params = make_env(config.env)
-    axis_name = DEVICE_AXIS if num_devices > 1 else None
-    ppo = make_ppo(config, env, env_params, num_envs=config.env.num_envs // num_devices,
-                   axis_name=axis_name)
     num_seeds, num_updates = config.num_seeds, config.num_updates
+    split_envs = env_devices(num_seeds, num_devices) > 1
+    ppo = make_ppo(config, env, env_params,
+                   num_envs=config.env.num_envs // (num_devices if split_envs else 1),
+                   axis_name=DEVICE_AXIS if split_envs else None)
+    device_seeds = num_seeds if split_envs else num_seeds // num_devices
     chunk = num_updates if chunk is None else min(chunk, num_updates)
     hparams = hyperparams_from_config(config)
 
@@ -78,20 +85,22 @@ def make_program(config: Config, chunk: Optional[int] = None) -> Program:
         return jax.lax.scan(lambda s, _: ppo.update(s), state, None, num_updates)
 
     def train_seeds(keys, hparams):
-        return map_seeds(train_updates, num_seeds)(init_seeds(keys, hparams))
+        return map_seeds(train_updates, device_seeds)(init_seeds(keys, hparams))
 
     mesh = make_mesh(num_devices)
-    replicated, env_sharded = P(), P(None, DEVICE_AXIS)  # env leaves are [S, B, ...]
-    state_spec = RunnerState(
-        params=replicated, opt_state=replicated, env_state=env_sharded, obs=env_sharded,
-        normalizer=Normalizer(obs=replicated, ret=replicated, returns=env_sharded),
-        key=replicated, update=replicated, hparams=replicated)
-    shard = functools.partial(shard_over_devices, mesh=mesh)
-    init = shard(init_seeds, in_specs=(replicated, replicated), out_specs=state_spec)
-    run = shard(map_seeds(run_one, num_seeds, in_axes=(0, None)),
-                in_specs=(state_spec, replicated), out_specs=(state_spec, replicated))
-    train = shard(train_seeds, in_specs=(replicated, replicated),
-                  out_specs=(state_spec, replicated))
+    if split_envs:  # leaves `[S, ...]`, env leaves `[S, B, ...]` with B split
+        seeds, env_split = P(), P(None, DEVICE_AXIS)
+        state_spec = RunnerState(
+            params=seeds, opt_state=seeds, env_state=env_split, obs=env_split,
+            normalizer=Normalizer(obs=seeds, ret=seeds, returns=env_split),
+            key=seeds, update=seeds, hparams=seeds)
+    else:  # every leaf `[S, ...]` split by seed
+        seeds = state_spec = P(DEVICE_AXIS)
+    shard = functools.partial(shard_over_devices, mesh=mesh, collectives=split_envs)
+    init = shard(init_seeds, in_specs=(seeds, seeds), out_specs=state_spec)
+    run = shard(map_seeds(run_one, device_seeds, in_axes=(0, None)),
+                in_specs=(state_spec, P()), out_specs=(state_spec, seeds))
+    train = shard(train_seeds, in_specs=(seeds, seeds), out_specs=(state_spec, seeds))
     return Program(
         init=lambda key: init(seed_keys(key), seed_hparams()),
         run=run,
