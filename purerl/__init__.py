@@ -1,12 +1,36 @@
-"""purerl: PPO where environments, rollout, GAE and optimizer steps run in one jitted program."""
+"""purerl: PPO where environments, rollout, GAE and optimizer steps run in one jitted program.
+
+The names below are imported when first used (PEP 562), so that `import purerl.config` and the
+command line's checks of its settings do not import JAX.
+"""
+
+from __future__ import annotations
+
+import importlib
 
 from purerl.config import Config, ConfigError, validate
-from purerl.gae import compute_gae
-from purerl.losses import ppo_loss
-from purerl.ppo import PPO, Metrics, RunnerState, make_ppo
-from purerl.program import make_program, make_train
 
-__all__ = [
-    "Config", "ConfigError", "validate", "compute_gae", "ppo_loss", "PPO", "Metrics",
-    "RunnerState", "make_ppo", "make_program", "make_train",
-]
+_LAZY = {  # name -> the module that defines it
+    "compute_gae": "purerl.gae",
+    "ppo_loss": "purerl.losses",
+    "PPO": "purerl.ppo",
+    "Metrics": "purerl.ppo",
+    "RunnerState": "purerl.ppo",
+    "make_ppo": "purerl.ppo",
+    "make_program": "purerl.program",
+    "make_train": "purerl.program",
+}
+
+__all__ = ["Config", "ConfigError", "validate", *_LAZY]
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module 'purerl' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name]), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

@@ -4,7 +4,8 @@ A checkpoint is one orbax step directory `checkpoints/<update>/` with two items:
 `RunnerState` (params, optimizer state, env states, normalization statistics, typed PRNG keys,
 update counter), and `record`, JSON: the config, the per-seed episode history and the eval
 results so far. Orbax writes into a temporary directory and renames it only once complete, so a
-process killed while saving leaves the previous checkpoint as the newest usable one.
+process killed while saving leaves the previous checkpoint as the newest usable one. Orbax is
+imported on first use: a new run needs it only when it saves its first checkpoint.
 """
 
 from __future__ import annotations
@@ -14,14 +15,20 @@ from pathlib import Path
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 import jax
-import orbax.checkpoint as ocp
 
 from purerl.config import Config, ConfigError
 
 CHECKPOINTS = "checkpoints"
 BEST = "best"  # checkpoints/best/: the best policy by eval return, when checkpoint.best
 # Settings that cannot change a run's result: a resumed run may change them.
-RESUMABLE_CHANGES = ("log_every", "log", "eval", "checkpoint", "resume", "init_from")
+RESUMABLE_CHANGES = ("log_every", "log", "eval", "checkpoint", "resume", "init_from",
+                     "compile_cache")
+
+
+def _orbax():
+    import orbax.checkpoint as ocp
+
+    return ocp
 
 
 class Checkpoints:
@@ -29,12 +36,22 @@ class Checkpoints:
 
     def __init__(self, directory: Path, keep: Optional[int] = None):
         self.directory = Path(directory).resolve()
-        options = ocp.CheckpointManagerOptions(max_to_keep=keep, create=True,
-                                               enable_async_checkpointing=False)
-        self._manager = ocp.CheckpointManager(self.directory, options=options)
+        self._keep = keep
+        self._orbax_manager = None
+
+    @property
+    def _manager(self):
+        """Orbax's manager of the directory, made (and the directory created) on first use."""
+        if self._orbax_manager is None:
+            ocp = _orbax()
+            options = ocp.CheckpointManagerOptions(max_to_keep=self._keep, create=True,
+                                                   enable_async_checkpointing=False)
+            self._orbax_manager = ocp.CheckpointManager(self.directory, options=options)
+        return self._orbax_manager
 
     def save(self, update: int, state: Any, record: Dict) -> None:
         """Writes `state` and `record` as the checkpoint of `update` (again, if it exists)."""
+        ocp = _orbax()
         if update in self._manager.all_steps():
             self._manager.delete(update)
         saved = self._manager.save(update, force=True, args=ocp.args.Composite(
@@ -52,12 +69,15 @@ class Checkpoints:
 
     def latest(self) -> Optional[int]:
         """The update of the newest complete checkpoint, or None."""
+        if self._orbax_manager is None and not self.directory.is_dir():
+            return None
         self._manager.reload()
         return self._manager.latest_step()
 
     def restore(self, update: int, like: Any) -> Tuple[Any, Dict]:
         """(state, record) of `update`; `like` is a state (or its abstract shapes and
         shardings) with the structure to restore into."""
+        ocp = _orbax()
         abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, like)
         try:
             restored = self._manager.restore(update, args=ocp.args.Composite(
@@ -72,11 +92,13 @@ class Checkpoints:
         return restored["state"], restored["record"]
 
     def restore_record(self, update: int) -> Dict:
+        ocp = _orbax()
         return self._manager.restore(update, args=ocp.args.Composite(
             record=ocp.args.JsonRestore()))["record"]
 
     def close(self) -> None:
-        self._manager.close()
+        if self._orbax_manager is not None:
+            self._orbax_manager.close()
 
 
 def _structure_mismatch(error: ValueError) -> Optional[str]:

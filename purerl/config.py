@@ -132,6 +132,9 @@ class Config:
     log: LogConfig = field(default_factory=LogConfig)
     resume: bool = False  # continue the run in this run directory from its newest checkpoint
     init_from: Optional[str] = None  # a run directory whose final network params start this run
+    # JAX's persistent compilation cache: "auto" is $JAX_COMPILATION_CACHE_DIR if set, else
+    # $XDG_CACHE_HOME/purerl/xla (~/.cache/purerl/xla); a directory; None turns it off.
+    compile_cache: Optional[str] = "auto"
 
     @property
     def batch_size(self) -> int:
@@ -161,9 +164,11 @@ def env_devices(num_seeds: int, num_devices: int) -> int:
     return 1 if num_seeds % num_devices == 0 else num_devices
 
 
-def validate(config: Config, num_devices: int = 1) -> Config:
+def validate(config: Config, num_devices: Optional[int] = 1) -> Config:
     """Checks every setting and derived size on `num_devices` devices; raises ConfigError with a
-    one-line message."""
+    one-line message. `num_devices=None` leaves out the checks that need the device count
+    (`check_devices`), so that the command line checks everything else before it imports JAX.
+    """
     env, ppo = config.env, config.ppo
     if not env.name:
         raise ConfigError(
@@ -178,20 +183,9 @@ def validate(config: Config, num_devices: int = 1) -> Config:
     for key in ("clip_obs", "clip_reward"):
         if not getattr(env, key) > 0:
             raise ConfigError(f"env.{key}={getattr(env, key)} must be > 0")
-    num_devices = env_devices(config.num_seeds, num_devices)
-    if env.num_envs % num_devices:
-        raise ConfigError(
-            f"env.num_envs={env.num_envs} is not divisible by the number of devices ({num_devices})"
-        )
     for key in ("num_steps", "num_epochs", "num_minibatches"):
         _positive(f"ppo.{key}", getattr(ppo, key))
-    local_batch = env.num_envs // num_devices * ppo.num_steps
-    if local_batch % ppo.num_minibatches:
-        raise ConfigError(
-            f"env.num_envs * ppo.num_steps = {env.num_envs} * {ppo.num_steps} = {config.batch_size}"
-            + (f" ({local_batch} per device)" if num_devices > 1 else "")
-            + f" is not divisible by ppo.num_minibatches={ppo.num_minibatches}"
-        )
+    _check_minibatches(config, config.batch_size, num_devices=1)
     if config.total_timesteps < config.batch_size:
         raise ConfigError(
             f"total_timesteps={config.total_timesteps} is smaller than one update: "
@@ -220,6 +214,9 @@ def validate(config: Config, num_devices: int = 1) -> Config:
     for name in SCHEDULED_HYPERPARAMS:
         _validate_schedule(f"ppo.schedule.{name}", config.schedule(name))
     _validate_eval_and_checkpoint(config)
+    if config.compile_cache is not None and not config.compile_cache.strip():
+        raise ConfigError(f"compile_cache={config.compile_cache!r} is empty: give a directory, "
+                          "auto (the default) or null (no cache)")
     net = config.network
     if not net.hidden_sizes or any(size <= 0 for size in net.hidden_sizes):
         raise ConfigError(f"network.hidden_sizes={list(net.hidden_sizes)} must be positive sizes")
@@ -243,7 +240,32 @@ def validate(config: Config, num_devices: int = 1) -> Config:
         raise ConfigError(
             f"network.activation={net.activation!r} is not one of {', '.join(ACTIVATIONS)}"
         )
+    if num_devices is not None:
+        check_devices(config, num_devices)
     return config
+
+
+def check_devices(config: Config, num_devices: int) -> None:
+    """The checks of `validate` that need the device count: the envs, and each device's share
+    of the batch, must divide evenly over the devices the envs are split over; raises
+    ConfigError."""
+    num_devices = env_devices(config.num_seeds, num_devices)
+    num_envs = config.env.num_envs
+    if num_envs % num_devices:
+        raise ConfigError(
+            f"env.num_envs={num_envs} is not divisible by the number of devices ({num_devices})")
+    _check_minibatches(config, num_envs // num_devices * config.ppo.num_steps, num_devices)
+
+
+def _check_minibatches(config: Config, local_batch: int, num_devices: int) -> None:
+    """Each device's batch, `local_batch` transitions, must divide into the minibatches."""
+    env, ppo = config.env, config.ppo
+    if local_batch % ppo.num_minibatches:
+        raise ConfigError(
+            f"env.num_envs * ppo.num_steps = {env.num_envs} * {ppo.num_steps} = {config.batch_size}"
+            + (f" ({local_batch} per device)" if num_devices > 1 else "")
+            + f" is not divisible by ppo.num_minibatches={ppo.num_minibatches}"
+        )
 
 
 def _validate_eval_and_checkpoint(config: Config) -> None:

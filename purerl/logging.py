@@ -10,11 +10,12 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List, Optional, TextIO, Tuple
+from typing import TYPE_CHECKING, Dict, List, Optional, TextIO, Tuple
 
 import numpy as np
 
-from purerl.ppo import Metrics
+if TYPE_CHECKING:  # not imported at run time: the command line's checks import this module
+    from purerl.ppo import Metrics
 
 # Metrics written to metrics.jsonl as means over seeds (the episode ones are pooled instead).
 LOSS_KEYS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_frac",
@@ -325,12 +326,6 @@ class ProgressBar:
         if self._bar is not None:
             self._bar.close()
             self._bar = None
-
-
-def wandb_missing() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("wandb") is None
 
 
 class WandbSink:

@@ -1,23 +1,27 @@
 """Command line: `python -m purerl.train +env=cartpole [key=value ...]`.
 
-Settings are checked before anything compiles; a bad one prints a one-line error and exits 2.
-The run directory (Hydra's output dir) receives `metrics.jsonl` and `summary.json`.
+Settings are checked before anything compiles: first every setting, before JAX is imported, then
+the device count and the environments; a bad one prints a one-line error and exits 2. The run
+directory (Hydra's output dir) receives `metrics.jsonl` and `summary.json`. JAX, gymnax and the
+sinks' libraries are imported only where they are needed, so that the checks answer at once.
 """
 
 from __future__ import annotations
 
+import atexit
 import difflib
+import importlib.util
 import logging
 import math
+import os
 import signal
 import sys
 import time
-from dataclasses import fields, is_dataclass
+from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional
 
 import hydra
-import numpy as np
 from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -26,7 +30,7 @@ from omegaconf.errors import (
     ConfigAttributeError, ConfigKeyError, OmegaConfBaseException, ValidationError,
 )
 
-from purerl.config import Config, ConfigError, validate
+from purerl.config import Config, ConfigError, check_devices, validate
 
 log = logging.getLogger("purerl")
 logging.getLogger("absl").setLevel(logging.WARNING)  # orbax logs every file it writes
@@ -60,7 +64,8 @@ def _schema_keys(node=None, prefix: str = "") -> List[str]:
     keys = []
     for f in fields(node):
         value = getattr(node, f.name)
-        keys += _schema_keys(value, f"{prefix}{f.name}.") if is_dataclass(value) else [prefix + f.name]
+        nested = is_dataclass(value)
+        keys += _schema_keys(value, f"{prefix}{f.name}.") if nested else [prefix + f.name]
     return keys
 
 
@@ -85,7 +90,8 @@ def _override_variants(overrides) -> List[List[str]]:
     choices = []
     for o in overrides:
         key = o.get_key_element()
-        values = list(o.sweep_string_iterator()) if o.is_sweep_override() else [o.get_value_element_as_str()]
+        values = (list(o.sweep_string_iterator()) if o.is_sweep_override()
+                  else [o.get_value_element_as_str()])
         choices.append([f"{key}={v}" for v in values])
     variants = [[c[0] for c in choices]]
     for i, c in enumerate(choices):
@@ -119,8 +125,9 @@ def _dotted_keys(node, prefix: str = "") -> List[str]:
     return [k for key in node for k in _dotted_keys(node[key], f"{prefix}{key}.")]
 
 
-def load_config(cfg: DictConfig, num_devices: int) -> Config:
-    """The validated `Config` of a composed Hydra config."""
+def load_config(cfg: DictConfig, num_devices: Optional[int] = None) -> Config:
+    """The validated `Config` of a composed Hydra config; `num_devices=None` leaves out the
+    checks that need the device count (see `validate`)."""
     known = set(_schema_keys())
     for key in _dotted_keys(cfg):
         if key not in known and not key.startswith(("hydra.", "env.params.")):
@@ -138,8 +145,52 @@ def normalize_argv(argv: List[str]) -> List[str]:
     return [f"++{a}" if a.startswith("env.params.") else a for a in argv]
 
 
+def compile_cache_dir(setting: Optional[str],
+                      environ: Mapping[str, str] = os.environ) -> Optional[Path]:
+    """The directory of JAX's persistent compilation cache for `compile_cache=setting`: None
+    turns it off; "auto" is $JAX_COMPILATION_CACHE_DIR if set, else $XDG_CACHE_HOME/purerl/xla,
+    else ~/.cache/purerl/xla; anything else is the directory itself."""
+    if setting is None:
+        return None
+    if setting == "auto":
+        if environ.get("JAX_COMPILATION_CACHE_DIR"):
+            return Path(environ["JAX_COMPILATION_CACHE_DIR"]).expanduser().absolute()
+        base = Path(environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+        return base.expanduser().absolute() / "purerl" / "xla"
+    return Path(setting).expanduser().absolute()
+
+
+def _check_compile_cache(configs: List[Config]) -> None:
+    """One process runs all the jobs of a sweep, and JAX sets its cache up once: they must
+    share it, and it must be a directory; raises ConfigError."""
+    settings = sorted({str(c.compile_cache) for c in configs})
+    if len(settings) > 1:
+        raise ConfigError(f"compile_cache={','.join(settings)}: the jobs of a sweep run in one "
+                          "process and share one compile cache; sweep other settings")
+    directory = compile_cache_dir(configs[0].compile_cache)
+    if directory is not None and directory.exists() and not directory.is_dir():
+        raise ConfigError(f"compile_cache={configs[0].compile_cache}: {directory} is a file, "
+                          "not a directory")
+
+
+def use_compile_cache(setting: Optional[str]) -> None:
+    """Points JAX's persistent compilation cache at `compile_cache_dir(setting)` (or turns it
+    off), caching every program however small or quick to compile. Call it before JAX compiles
+    anything: JAX opens the cache at its first compile and keeps it."""
+    import jax
+
+    directory = compile_cache_dir(setting)
+    jax.config.update("jax_compilation_cache_dir", None if directory is None else str(directory))
+    if directory is not None:
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+        jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)  # no size limit
+
+
 def preflight(argv: List[str]) -> None:
-    """Composes and validates every job the command line asks for; raises ConfigError."""
+    """Composes and validates every job the command line asks for; raises ConfigError.
+
+    Every setting is checked before JAX is imported; then JAX's compile cache is set up and the
+    checks that need JAX follow: the device count and the environments (gymnax)."""
     from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException
 
@@ -153,21 +204,28 @@ def preflight(argv: List[str]) -> None:
     _check_env_override(overrides)
     job_overrides = [o for o in overrides if not o.key_or_group.startswith("hydra")]
 
-    import jax
-    from purerl.envs import check_env, make_env
-    from purerl.logging import wandb_missing
-
+    configs = []
     with initialize_config_dir(str(config_dir()), version_base="1.3"):
         for variant in _override_variants(job_overrides):
             try:
                 cfg = compose("config", overrides=variant)
             except (HydraException, OmegaConfBaseException) as error:
                 raise ConfigError(_explain(error)) from None
-            config = load_config(cfg, jax.local_device_count())
-            check_env(*make_env(config.env), config)
-            if config.log.wandb and wandb_missing():
+            configs.append(load_config(cfg))
+            if configs[-1].log.wandb and importlib.util.find_spec("wandb") is None:
                 raise ConfigError("log.wandb=true but wandb is not installed: pip install wandb, "
                                   "or leave log.wandb=false")
+    _check_compile_cache(configs)
+
+    import jax
+
+    use_compile_cache(configs[0].compile_cache)
+    for config in configs:
+        check_devices(config, jax.local_device_count())
+    from purerl.envs import check_env, make_env
+
+    for config in configs:
+        check_env(*make_env(config.env), config)
 
 
 def _fail(error, code: int = 2) -> None:
@@ -176,40 +234,51 @@ def _fail(error, code: int = 2) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# The run: compile, then the jitted update in chunks; between chunks log, evaluate, checkpoint.
+# The run, in steps: compile the programs; open or resume the run directory; then chunks of
+# updates, and after each chunk the events that are due (log, evaluate, checkpoint, ...).
 
 
-class _StopRequest:
-    """Ctrl-C asks the run to stop at the next chunk boundary; a second one exits at once."""
+class Programs(NamedTuple):
+    """The compiled programs of a run."""
 
-    def __init__(self):
-        self.requested = False
-
-    def __enter__(self):
-        self._previous = signal.signal(signal.SIGINT, self._handle)
-        return self
-
-    def _handle(self, signum, frame):
-        self.requested = True
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        log.warning("interrupted: stopping after this chunk (Ctrl-C again to exit at once)")
-
-    def __exit__(self, *exc):
-        signal.signal(signal.SIGINT, self._previous)
+    init: Callable  # key -> RunnerState
+    run_chunk: Callable  # (state, num) -> (state, Metrics [S, chunk]): `num` updates
+    evaluate: Callable  # (params, obs_stats, keys [S]) -> EvalResult [S, temperatures]
+    compile_s: float  # wall seconds to build all three
 
 
-def _due(every: int, done: int, num_updates: int) -> bool:
-    """An event every `every` updates (0: only at the end) falls on update `done`."""
-    return done == num_updates or (every > 0 and done % every == 0)
+def compile_programs(config: Config, program, key) -> Programs:
+    """Lowers and compiles the init, chunk and evaluation programs. The chunk and evaluation
+    programs are lowered from the state's shapes (with the shardings that the compiled init
+    gives the state): no state is made before the run directory is opened."""
+    import jax
+    import jax.numpy as jnp
+
+    from purerl.envs import make_env
+    from purerl.evaluation import make_evaluator
+
+    start = time.perf_counter()
+    lowered_init = jax.jit(program.init).lower(key)
+    init = lowered_init.compile()
+    state = jax.tree.map(lambda x, sharding: jax.ShapeDtypeStruct(x.shape, x.dtype,
+                                                                  sharding=sharding),
+                         lowered_init.out_info, init.output_shardings)
+    run_chunk = jax.jit(program.run, donate_argnums=0).lower(
+        state, jnp.int32(program.chunk)).compile()
+    evaluator = make_evaluator(config, *make_env(config.env))
+    evaluate = jax.jit(jax.vmap(evaluator.evaluate)).lower(
+        state.params, state.normalizer.obs, _eval_keys(config, key)).compile()
+    return Programs(init, run_chunk, evaluate, compile_s=time.perf_counter() - start)
 
 
-def _next_event(config: Config, done: int) -> int:
-    """The next update after `done` at which the run must stop to evaluate or checkpoint."""
-    events = [config.num_updates]
-    for every in (config.eval.every, config.checkpoint.every):
-        if every > 0:
-            events.append((done // every + 1) * every)
-    return min(events)
+def _eval_keys(config: Config, key):
+    """One evaluation's keys, one per seed, split from `key` and then converted to the run's
+    PRNG (`prng_impl`), which compiles to far fewer kernels than JAX's default threefry."""
+    import jax
+
+    from purerl.prng import convert_key
+
+    return convert_key(jax.random.split(key, config.num_seeds), config.prng_impl)
 
 
 def _params_from(run_dir: Path, like):
@@ -258,21 +327,314 @@ def _open_run_dir(config: Config, run_dir: Path, checkpoints, num_devices: int) 
     return latest
 
 
+@dataclass
+class Run:
+    """A run in progress: what the steps between chunks read and change."""
+
+    config: Config
+    run_dir: Path
+    programs: Programs
+    num_devices: int
+    key: Any  # the run's PRNG key (evaluation draws from a stream of it)
+    checkpoints: Any  # purerl.checkpoint.Checkpoints
+    best: Any  # Checkpoints of checkpoints/best/, or None
+    state: Any = None  # the RunnerState
+    history: Any = None  # purerl.logging.RunHistory
+    done: int = 0  # updates done
+    first_update: int = 0  # where this process started: a resumed run's checkpoint
+    writers: List = field(default_factory=list)  # metrics.jsonl, TensorBoard, W&B
+    bar: Any = None  # the progress bar
+    train_s: float = 0.0
+    status: str = "completed"  # completed (so far) | interrupted | nonfinite
+    failure: str = ""  # what was non-finite where, when status is nonfinite
+
+    @property
+    def env_steps(self) -> int:
+        """Env steps per seed so far."""
+        return self.done * self.config.batch_size
+
+    def sps(self) -> float:
+        """Env steps per second over all seeds, of the updates this process ran."""
+        steps = (self.done - self.first_update) * self.config.batch_size * self.config.num_seeds
+        return steps / max(self.train_s, 1e-9)
+
+    def record(self) -> Dict:
+        """The host's record saved with a checkpoint."""
+        from purerl.checkpoint import config_record
+
+        return {"config": config_record(self.config), "devices": self.num_devices,
+                "update": self.done, "history": self.history.to_record()}
+
+
+def _open_or_resume(run: Run, resume_from: Optional[int], init_params) -> None:
+    """Sets the run's first state: the init program's, resumed from checkpoint `resume_from`
+    (with its history and metrics.jsonl up to there), or starting from `init_params`."""
+    import jax
+
+    from purerl import logging as sinks
+
+    run.state = run.programs.init(run.key)
+    run.history = sinks.RunHistory(run.config.num_seeds)
+    if resume_from is not None:
+        run.state, saved = run.checkpoints.restore(resume_from, run.state)
+        run.history, run.done = sinks.RunHistory.from_record(saved["history"]), resume_from
+        sinks.keep_metrics_until(run.run_dir, run.done)
+        if run.best is not None:
+            run.best.delete_after(run.done)  # a best found after the checkpoint is found again
+        log.info("resumed from the checkpoint of update %d", run.done)
+    else:
+        (run.run_dir / "metrics.jsonl").unlink(missing_ok=True)
+        if init_params is not None:
+            run.state = run.state._replace(params=jax.tree.map(
+                lambda new, old: jax.device_put(new, old.sharding), init_params, run.state.params))
+            log.info("network params from %s", run.config.init_from)
+    run.first_update = run.done
+
+
+def _open_sinks(run: Run, resumed: bool) -> None:
+    """The metrics writers (metrics.jsonl, TensorBoard, W&B) and the progress bar."""
+    from purerl import logging as sinks
+
+    config = run.config
+    run.writers = [sinks.MetricsLog(run.run_dir)]
+    if config.log.tensorboard:
+        run.writers.append(sinks.TensorBoardSink(
+            run.run_dir, purge_step=run.env_steps + 1 if resumed else None))
+    if config.log.wandb:
+        run.writers.append(sinks.WandbSink(config, run.run_dir))
+    run.bar = sinks.ProgressBar(config.num_updates * config.batch_size, config.log.progress,
+                                initial=run.env_steps)
+
+
+def _close(run: Run) -> None:
+    if run.bar is not None:
+        run.bar.close()
+    for writer in run.writers:
+        writer.close()
+    run.checkpoints.close()
+    if run.best is not None:
+        run.best.close()
+
+
+@dataclass
+class Chunk:
+    """What one chunk of updates brought: the rows of its good updates (those before a
+    non-finite one), for the events to log and extend."""
+
+    previous: int  # updates done before the chunk
+    rows: List[Dict]  # metrics rows of the good updates
+    stop_requested: bool  # Ctrl-C came: read once, so that the save and the stop agree
+    nonfinite: int  # the NaN guard's bits of the first bad update; 0 when all were good
+    evaluated: bool = False  # the evaluation event ran after it
+
+
+def _run_chunk(run: Run, num: int, stop: _StopRequest) -> Chunk:
+    """Runs `num` updates and keeps those before the first non-finite one (the NaN guard)."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from purerl import logging as sinks
+
+    tick = time.perf_counter()
+    state, metrics = run.programs.run_chunk(run.state, jnp.int32(num))
+    metrics = jax.tree.map(lambda x: np.asarray(x)[:, :num], jax.device_get(metrics))
+    run.train_s += time.perf_counter() - tick
+    stop_requested = stop.requested
+    flags = np.bitwise_or.reduce(metrics.nonfinite, axis=0)  # [num], over seeds
+    good = int(np.argmax(flags != 0)) if flags.any() else num
+    metrics = jax.tree.map(lambda x: x[:, :good], metrics)
+    chunk = Chunk(run.done, sinks.metrics_rows(metrics, run.done + 1, run.config.batch_size),
+                  stop_requested, int(flags[good]) if good < num else 0)
+    run.history.extend(metrics)
+    run.state, run.done = state, run.done + good
+    return chunk
+
+
+def _due(every: int, done: int, num_updates: int) -> bool:
+    """An event every `every` updates (0: only at the end) falls on update `done`."""
+    return done == num_updates or (every > 0 and done % every == 0)
+
+
+class Event:
+    """Something done between chunks when `due`. A periodic event (`every` > 0) also ends
+    chunks on its updates. Events run in order; once one stops the run, the rest wait."""
+
+    every = 0
+
+    def due(self, run: Run, chunk: Chunk) -> bool:
+        """Whether to handle the chunk that just ended (`run.done` is its last update)."""
+        return True
+
+    def handle(self, run: Run, chunk: Chunk) -> None:
+        raise NotImplementedError
+
+
+class Evaluate(Event):
+    """Evaluation episodes every `eval.every` updates and at the end; keeps the best."""
+
+    def __init__(self, config: Config):
+        self.every = config.eval.every
+
+    def due(self, run, chunk):
+        return not chunk.nonfinite and _due(self.every, run.done, run.config.num_updates)
+
+    def handle(self, run, chunk):
+        import jax
+        import numpy as np
+
+        from purerl import logging as sinks
+
+        config, key = run.config, run.key
+        eval_key = jax.random.fold_in(jax.random.fold_in(key, EVAL_STREAM), run.done)
+        result = run.programs.evaluate(run.state.params, run.state.normalizer.obs,
+                                       _eval_keys(config, eval_key))
+        means = np.asarray(result.episode_return).mean(axis=0)  # over seeds
+        returns = {str(float(t)): sinks.json_number(v)
+                   for t, v in zip(config.eval.temperatures, means)}
+        previous_best = run.history.best_eval()
+        run.history.evals.append({"update": run.done, "env_steps": run.env_steps,
+                                  "returns": returns})
+        if run.best is not None and run.history.best_eval() != previous_best:
+            run.best.save(run.done, run.state, run.record())
+        chunk.rows[-1].update({sinks.eval_key(t): v for t, v in returns.items()})
+        chunk.evaluated = True
+
+
+class Log(Event):
+    """Writes every `log_every`-th row, the last update's and the evaluated one."""
+
+    def handle(self, run, chunk):
+        config = run.config
+        logged = [r for r in chunk.rows if r["update"] % config.log_every == 0
+                  or r["update"] == config.num_updates or (chunk.evaluated and r is chunk.rows[-1])]
+        for writer in run.writers:
+            writer.write(logged)
+
+
+class NonfiniteGuard(Event):
+    """Stops the run after a non-finite update (what came before it is logged and kept);
+    `names(bits)` names what was non-finite."""
+
+    def __init__(self, names: Callable[[int], List[str]]):
+        self.names = names
+
+    def due(self, run, chunk):
+        return chunk.nonfinite != 0
+
+    def handle(self, run, chunk):
+        run.status = "nonfinite"
+        run.failure = (f"non-finite {', '.join(self.names(chunk.nonfinite))} at update "
+                       f"{run.done + 1}")
+
+
+class Progress(Event):
+    """The progress bar, and about PROGRESS_LINES progress lines per run in the log."""
+
+    def __init__(self, config: Config):
+        self.line_every = math.ceil(config.num_updates / PROGRESS_LINES)
+
+    def handle(self, run, chunk):
+        from purerl.logging import progress_line
+
+        sps, latest = run.sps(), chunk.rows[-1]
+        run.bar.update(run.env_steps, sps, latest["episode_return"])
+        if (run.done // self.line_every > chunk.previous // self.line_every
+                or run.done == run.config.num_updates):
+            log.info(progress_line(latest, run.config.num_updates, sps))
+
+
+class Checkpoint(Event):
+    """A checkpoint every `checkpoint.every` updates, at the end, and when asked to stop."""
+
+    def __init__(self, config: Config):
+        self.every = config.checkpoint.every
+
+    def due(self, run, chunk):
+        return _due(self.every, run.done, run.config.num_updates) or chunk.stop_requested
+
+    def handle(self, run, chunk):
+        run.checkpoints.save(run.done, run.state, run.record())
+
+
+class Plot(Event):
+    """Redraws learning_curve.png after each evaluation."""
+
+    def due(self, run, chunk):
+        return chunk.evaluated
+
+    def handle(self, run, chunk):
+        _plot(run)
+
+
+class StopRequest(Event):
+    """Stops the run at the chunk's end after a Ctrl-C (once the checkpoint is saved)."""
+
+    def due(self, run, chunk):
+        return chunk.stop_requested and run.done < run.config.num_updates
+
+    def handle(self, run, chunk):
+        run.status = "interrupted"
+
+
+def default_events(config: Config, nonfinite_names) -> List[Event]:
+    """The events between chunks, in the order they run."""
+    return [Evaluate(config), Log(), NonfiniteGuard(nonfinite_names), Progress(config),
+            Checkpoint(config), Plot(), StopRequest()]
+
+
+def _next_stop(run: Run, events: List[Event], chunk: int) -> int:
+    """Updates in the next chunk: at most `chunk`, ending on the next periodic event's update
+    and at the end of the run."""
+    stops = [run.config.num_updates]
+    stops += [(run.done // e.every + 1) * e.every for e in events if e.every > 0]
+    return min(chunk, min(stops) - run.done)
+
+
+def _train(run: Run, events: List[Event], chunk: int) -> None:
+    """Chunks of at most `chunk` updates until the run ends or an event stops it; after each,
+    the events that are due, in order."""
+    with _StopRequest() as stop:
+        while run.done < run.config.num_updates and run.status == "completed":
+            result = _run_chunk(run, _next_stop(run, events, chunk), stop)
+            for event in events:
+                if run.status != "completed":
+                    break
+                if event.due(run, result):
+                    event.handle(run, result)
+
+
+class _StopRequest:
+    """Ctrl-C asks the run to stop at the next chunk boundary; a second one exits at once."""
+
+    def __init__(self):
+        self.requested = False
+
+    def __enter__(self):
+        self._previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def _handle(self, signum, frame):
+        self.requested = True
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        log.warning("interrupted: stopping after this chunk (Ctrl-C again to exit at once)")
+
+    def __exit__(self, *exc):
+        signal.signal(signal.SIGINT, self._previous)
+
+
 def run(config: Config, run_dir: Path) -> Dict:
     """Trains `config` in `run_dir`: metrics.jsonl, summary.json, checkpoints/, TensorBoard
     events and learning_curve.png; returns the summary. Exits 1 after a non-finite update and
     130 after Ctrl-C, keeping what was good."""
     import jax
-    import jax.numpy as jnp
 
-    from purerl import logging as sinks
-    from purerl.checkpoint import BEST, CHECKPOINTS, Checkpoints, config_record
-    from purerl.envs import make_env
-    from purerl.evaluation import make_evaluator
+    from purerl.checkpoint import BEST, CHECKPOINTS, Checkpoints
     from purerl.learner import nonfinite_names
     from purerl.program import make_program
 
-    num_updates, batch_size = config.num_updates, config.batch_size
+    use_compile_cache(config.compile_cache)
+    num_updates = config.num_updates
     program = make_program(config, chunk=max(1, math.ceil(num_updates / CHUNKS)))
     checkpoints = Checkpoints(run_dir / CHECKPOINTS, keep=config.checkpoint.keep)
     resume_from = _open_run_dir(config, run_dir, checkpoints, program.num_devices)
@@ -283,156 +645,78 @@ def run(config: Config, run_dir: Path) -> Dict:
                                    jax.eval_shape(program.init, key).params)
     log.info("%s: %d seed(s) x %d envs on %d device(s), %d updates of %d steps",
              config.env.name, config.num_seeds, config.env.num_envs, program.num_devices,
-             num_updates, batch_size)
+             num_updates, config.batch_size)
 
-    start = time.perf_counter()
-    state = jax.jit(program.init)(key)
-    run_chunk = jax.jit(program.run, donate_argnums=0).lower(
-        state, jnp.int32(program.chunk)).compile()
-    env, env_params = make_env(config.env)
-    eval_keys = jax.random.split(key, config.num_seeds)
-    evaluate = jax.jit(jax.vmap(make_evaluator(config, env, env_params).evaluate)).lower(
-        state.params, state.normalizer.obs, eval_keys).compile()
-    compile_s = time.perf_counter() - start
-    log.info("compiled in %.1f s", compile_s)
-
+    programs = compile_programs(config, program, key)
+    log.info("compiled in %.1f s", programs.compile_s)
     best = Checkpoints(run_dir / CHECKPOINTS / BEST, keep=1) if config.checkpoint.best else None
-    history, done = sinks.RunHistory(config.num_seeds), 0
-    if resume_from is not None:
-        state, saved = checkpoints.restore(resume_from, state)
-        history, done = sinks.RunHistory.from_record(saved["history"]), resume_from
-        sinks.keep_metrics_until(run_dir, done)
-        if best is not None:
-            best.delete_after(done)  # a best found after the checkpoint is found again
-        log.info("resumed from the checkpoint of update %d", done)
-    else:
-        (run_dir / "metrics.jsonl").unlink(missing_ok=True)
-        if init_params is not None:
-            state = state._replace(params=jax.tree.map(
-                lambda new, old: jax.device_put(new, old.sharding), init_params, state.params))
-            log.info("network params from %s", config.init_from)
+    active = Run(config, run_dir, programs, program.num_devices, key, checkpoints, best)
+    try:
+        _open_or_resume(active, resume_from, init_params)
+        _open_sinks(active, resumed=resume_from is not None)
+        _train(active, default_events(config, nonfinite_names), program.chunk)
+    finally:
+        _close(active)
+    return _finish(active)
 
-    def record() -> Dict:
-        return {"config": config_record(config), "devices": program.num_devices,
-                "update": done, "history": history.to_record()}
 
-    def run_evaluation() -> Dict[str, float]:
-        eval_key = jax.random.fold_in(jax.random.fold_in(key, EVAL_STREAM), done)
-        result = evaluate(state.params, state.normalizer.obs,
-                          jax.random.split(eval_key, config.num_seeds))
-        means = np.asarray(result.episode_return).mean(axis=0)  # over seeds
-        returns = {str(float(t)): sinks.json_number(v)
-                   for t, v in zip(config.eval.temperatures, means)}
-        previous_best = history.best_eval()
-        history.evals.append({"update": done, "env_steps": done * batch_size, "returns": returns})
-        if best is not None and history.best_eval() != previous_best:
-            best.save(done, state, record())
-        return returns
+def _finish(run: Run) -> Dict:
+    """The final plot and summary.json; exits 1 after a non-finite update and 130 when
+    interrupted; returns the summary."""
+    from purerl import logging as sinks
+    from purerl.checkpoint import CHECKPOINTS, Checkpoints
 
-    writers = [sinks.MetricsLog(run_dir)]
-    if config.log.tensorboard:
-        writers.append(sinks.TensorBoardSink(run_dir, purge_step=(
-            done * batch_size + 1 if resume_from is not None else None)))
-    if config.log.wandb:
-        writers.append(sinks.WandbSink(config, run_dir))
-    bar = sinks.ProgressBar(num_updates * batch_size, config.log.progress,
-                            initial=done * batch_size)
-    status, failure, train_s, first_update = "completed", "", 0.0, done
-    line_every = math.ceil(num_updates / PROGRESS_LINES)
-    with _StopRequest() as stop:
-        try:
-            while done < num_updates:
-                num = min(program.chunk, _next_event(config, done) - done)
-                tick = time.perf_counter()
-                state, metrics = run_chunk(state, jnp.int32(num))
-                metrics = jax.tree.map(lambda x: np.asarray(x)[:, :num], jax.device_get(metrics))
-                train_s += time.perf_counter() - tick
-                stopping = stop.requested  # read once: the save and the break must agree
-                flags = np.bitwise_or.reduce(metrics.nonfinite, axis=0)  # [num], over seeds
-                good = int(np.argmax(flags != 0)) if flags.any() else num
-                metrics = jax.tree.map(lambda x: x[:, :good], metrics)
-                rows = sinks.metrics_rows(metrics, done + 1, batch_size)
-                history.extend(metrics)
-                previous, done = done, done + good
-                if good < num:
-                    status = "nonfinite"
-                    failure = (f"non-finite {', '.join(nonfinite_names(int(flags[good])))} at "
-                               f"update {done + 1}")
-                evaluated = status != "nonfinite" and _due(config.eval.every, done, num_updates)
-                if evaluated:
-                    rows[-1].update({sinks.eval_key(t): v for t, v in run_evaluation().items()})
-                logged = [r for r in rows if r["update"] % config.log_every == 0
-                          or r["update"] == num_updates or (evaluated and r is rows[-1])]
-                for writer in writers:
-                    writer.write(logged)
-                if status == "nonfinite":
-                    break
-                sps = (done - first_update) * batch_size * config.num_seeds / train_s
-                bar.update(done * batch_size, sps, rows[-1]["episode_return"])
-                if done // line_every > previous // line_every or done == num_updates:
-                    log.info(sinks.progress_line(rows[-1], num_updates, sps))
-                if _due(config.checkpoint.every, done, num_updates) or stopping:
-                    checkpoints.save(done, state, record())
-                if evaluated:
-                    _plot(run_dir, config, history)
-                if stopping and done < num_updates:
-                    status = "interrupted"
-                    break
-        finally:
-            bar.close()
-            for writer in writers:
-                writer.close()
-            checkpoints.close()
-            if best is not None:
-                best.close()
-    _plot(run_dir, config, history)
-
-    summary = _summary(config, history, status, program.num_devices, compile_s, train_s,
-                       (done - first_update) * batch_size * config.num_seeds)
-    sinks.write_summary(run_dir, summary)
-    if status == "nonfinite":
-        kept = Checkpoints(run_dir / CHECKPOINTS).latest()
-        _fail(f"{failure}: stopped; metrics.jsonl keeps updates 1-{done}"
+    _plot(run)
+    summary = _summary(run)
+    sinks.write_summary(run.run_dir, summary)
+    if run.status == "nonfinite":
+        kept = Checkpoints(run.run_dir / CHECKPOINTS).latest()
+        _fail(f"{run.failure}: stopped; metrics.jsonl keeps updates 1-{run.done}"
               + (f", checkpoints/{kept} is the last good checkpoint" if kept else ""), code=1)
-    if status == "interrupted":
+    if run.status == "interrupted":
         log.warning("stopped at update %d of %d; checkpoint saved: continue with resume=true "
-                    "hydra.run.dir=%s", done, num_updates, run_dir)
+                    "hydra.run.dir=%s", run.done, run.config.num_updates, run.run_dir)
         sys.exit(130)
     log.info("final return %s | eval %s | compile %.1f s | train %.1f s | %s steps/s",
-             summary["final_return"], summary["eval_return"], compile_s, train_s,
+             summary["final_return"], summary["eval_return"], summary["compile_s"], run.train_s,
              f"{summary['sps']:,.0f}")
     return summary
 
 
-def _plot(run_dir: Path, config: Config, history) -> None:
+def _plot(run: Run) -> None:
+    import numpy as np
+
     from purerl.logging import plot_learning_curve
 
-    plot_learning_curve(run_dir / "learning_curve.png",
-                        np.arange(1, history.num_updates + 1) * config.batch_size,
-                        history.returns(), history.eval_points(), title=config.env.name)
+    history = run.history
+    plot_learning_curve(run.run_dir / "learning_curve.png",
+                        np.arange(1, history.num_updates + 1) * run.config.batch_size,
+                        history.returns(), history.eval_points(), title=run.config.env.name)
 
 
-def _summary(config: Config, history, status: str, num_devices: int, compile_s: float,
-             train_s: float, steps_run: int) -> Dict:
-    """summary.json: `steps_run` env steps (all seeds) were trained in `train_s` seconds."""
+def _summary(run: Run) -> Dict:
+    """summary.json of the run (`sps`: env steps of all seeds per second of training)."""
+    import numpy as np
+
     from purerl.logging import json_number
 
+    config, history = run.config, run.history
     finals = history.final_returns()
     per_seed = [None if r is None else json_number(r) for r in finals]
     finite = [r for r in finals if r is not None]
     return {
         "env": config.env.name,
-        "status": status,
+        "status": run.status,
         "num_seeds": config.num_seeds,
-        "devices": num_devices,
+        "devices": run.num_devices,
         "updates": history.num_updates,
         "env_steps": history.num_updates * config.batch_size,
         "final_return": json_number(float(np.mean(finite))) if finite else None,
         "final_return_per_seed": per_seed,
         "eval_return": history.evals[-1]["returns"] if history.evals else None,
-        "compile_s": round(compile_s, 3),
-        "train_s": round(train_s, 3),
-        "sps": round(steps_run / max(train_s, 1e-9), 1),
+        "compile_s": round(run.programs.compile_s, 3),
+        "train_s": round(run.train_s, 3),
+        "sps": round(run.sps(), 1),
     }
 
 
@@ -441,12 +725,9 @@ def _hydra_main(cfg: DictConfig) -> Optional[float]:
     import jax
 
     try:
-        config = load_config(cfg, jax.local_device_count())
-    except ConfigError as error:
-        _fail(error)
-    run_dir = Path(HydraConfig.get().runtime.output_dir)
-    try:
-        return run(config, run_dir)["final_return"]
+        config = load_config(cfg)
+        check_devices(config, jax.local_device_count())
+        return run(config, Path(HydraConfig.get().runtime.output_dir))["final_return"]
     except ConfigError as error:
         _fail(error)
 
@@ -461,6 +742,17 @@ def main() -> None:
     except KeyboardInterrupt:  # before the loop's handler (compiling) or a second Ctrl-C
         print("purerl: interrupted", file=sys.stderr)
         sys.exit(130)
+    _exit_without_teardown()
+
+
+def _exit_without_teardown() -> None:
+    """Ends the process after a completed command, its files written and closed: the exit
+    handlers run (logging's flush among them), but not the interpreter's teardown of the
+    modules of JAX, gymnax and the rest (about a second)."""
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -2,11 +2,14 @@
 
 import importlib.util
 import json
+import re
 
+import jax
 import pytest
+from conftest import tiny_config
 
 from purerl.config import ConfigError
-from purerl.train import preflight
+from purerl.train import _eval_keys, preflight
 
 TINY = ["total_timesteps=1024", "ppo.num_steps=32", "ppo.num_epochs=2", "ppo.num_minibatches=2",
         "network.hidden_sizes=[16,16]"]
@@ -62,6 +65,23 @@ def test_cli_error_is_one_line_exit_2(cli, tmp_path, argv, message):
     assert not (tmp_path / "metrics.jsonl").exists()  # failed before anything ran
 
 
+HEAVY = {"jax", "jaxlib", "gymnax", "flax", "optax", "orbax", "tensorboardX", "matplotlib"}
+
+
+@pytest.mark.parametrize("argv, message", [VALIDATION_CASES[i] for i in (0, 2, 5, 7, 9, 11, 18)])
+def test_a_bad_setting_fails_before_jax_is_imported(cli, tmp_path, argv, message):
+    """Every setting is checked before JAX, gymnax and the sinks' libraries are imported, so
+    that the answer comes at once (`-X importtime` lists every module the process imported)."""
+    result = cli(*argv, f"hydra.run.dir={tmp_path}", env={"PYTHONPROFILEIMPORTTIME": "1"})
+    assert result.returncode == 2, result.stderr[-3000:]
+    lines = result.stderr.strip().splitlines()
+    imported = {line.split("|")[-1].strip().split(".")[0] for line in lines
+                if line.startswith("import time:")}
+    assert {"hydra", "purerl"} <= imported  # the import listing is there
+    assert not imported & HEAVY
+    assert re.search(message, lines[-1]) and lines[-1].startswith("purerl: error: ")
+
+
 @pytest.mark.skipif(importlib.util.find_spec("wandb") is not None, reason="wandb is installed")
 def test_wandb_without_wandb_installed_is_a_clear_error():
     with pytest.raises(ConfigError, match="log.wandb=true but wandb is not installed"):
@@ -81,8 +101,11 @@ def test_cli_rejects_envs_not_divisible_by_devices(cli, tmp_path):
 
 
 def test_smoke_run_writes_metrics_and_summary(cli, tmp_path):
-    result = cli("+env=cartpole", *TINY, "log_every=2", f"hydra.run.dir={tmp_path}")
+    cache = tmp_path / "xla"  # compile_cache=null: the default, this cache, is not used
+    result = cli("+env=cartpole", *TINY, "log_every=2", "compile_cache=null",
+                 f"hydra.run.dir={tmp_path}", env={"JAX_COMPILATION_CACHE_DIR": str(cache)})
     assert result.returncode == 0, result.stderr
+    assert not cache.exists()
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [r["update"] for r in rows] == [2, 4, 6, 8]  # 8 updates of 4 x 32 steps, every 2nd
     assert all(set(r) >= METRIC_KEYS for r in rows)
@@ -125,3 +148,31 @@ def test_two_devices_run_and_learn(cli, tmp_path):
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["devices"] == 2
     assert summary["final_return"] >= 475, summary
+
+
+def test_compile_cache_setting(cli, tmp_path):
+    """compile_cache=PATH moves JAX's persistent compilation cache; by default it is
+    $JAX_COMPILATION_CACHE_DIR when set, where another seed's run finds every program it
+    needs (compile_cache=null: see the smoke test)."""
+    moved, env_cache, xdg = tmp_path / "moved", tmp_path / "env_cache", tmp_path / "xdg"
+    env = {"JAX_COMPILATION_CACHE_DIR": str(env_cache), "XDG_CACHE_HOME": str(xdg)}
+    first = cli("+env=cartpole", *TINY, f"compile_cache={moved}",
+                f"hydra.run.dir={tmp_path / 'first'}", env=env)
+    assert first.returncode == 0, first.stderr[-3000:]
+    entries = sorted(p.name for p in moved.iterdir())
+    assert len(entries) >= 3  # the init, chunk and evaluation programs at least
+
+    second = cli("+env=cartpole", *TINY, "seed=1", f"hydra.run.dir={tmp_path / 'second'}",
+                 env={**env, "JAX_COMPILATION_CACHE_DIR": str(moved)})
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert sorted(p.name for p in moved.iterdir()) == entries  # nothing compiled anew
+    assert not env_cache.exists() and not (xdg / "purerl").exists()
+
+
+def test_evaluation_draws_from_the_runs_prng():
+    """The evaluation's keys are in the run's PRNG (its program then compiles unsafe_rbg's
+    few kernels, not threefry's loops), one per seed."""
+    keys = _eval_keys(tiny_config(num_seeds=3), jax.random.key(0))
+    assert keys.shape == (3,) and str(jax.random.key_impl(keys)) == "unsafe_rbg"
+    keys = _eval_keys(tiny_config(num_seeds=3, prng_impl="threefry2x32"), jax.random.key(0))
+    assert str(jax.random.key_impl(keys)) == "threefry2x32"

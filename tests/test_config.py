@@ -1,9 +1,13 @@
+import dataclasses
+from pathlib import Path
+
 import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from purerl.config import Config, ConfigError, EnvConfig, validate
-from purerl.train import config_dir, load_config
+from purerl.checkpoint import config_differences
+from purerl.config import Config, ConfigError, EnvConfig, check_devices, validate
+from purerl.train import compile_cache_dir, config_dir, load_config, preflight
 
 
 @pytest.mark.parametrize("overrides, message", [
@@ -18,6 +22,7 @@ from purerl.train import config_dir, load_config
     ({"env.num_envs": 0}, "env.num_envs=0 must be > 0"),
     ({"ppo.target_kl": 0.0}, "ppo.target_kl=0.0 must be > 0"),
     ({"network.activation": "sin"}, "network.activation='sin' is not one of"),
+    ({"compile_cache": " "}, "compile_cache=' ' is empty: give a directory, auto"),
 ])
 def test_validation_messages(make_config, overrides, message):
     with pytest.raises(ConfigError, match=message):
@@ -28,6 +33,18 @@ def test_num_envs_must_divide_over_devices(make_config):
     with pytest.raises(ConfigError, match=r"env.num_envs=4 is not divisible by the number of devices \(3\)"):
         validate(make_config(), num_devices=3)
     validate(make_config(), num_devices=2)
+
+
+def test_device_checks_wait_for_the_device_count(make_config):
+    """`num_devices=None` checks everything but what the device count decides: here 2 envs x
+    3 steps make minibatches of 3 on one device, but 1 x 3 steps per device do not divide."""
+    config = make_config(**{"env.num_envs": 2, "ppo.num_steps": 3, "total_timesteps": 60})
+    validate(config, num_devices=None)
+    with pytest.raises(ConfigError, match=r"2 \* 3 = 6 \(3 per device\) is not divisible by "
+                                          r"ppo.num_minibatches=2"):
+        check_devices(config, 2)
+    with pytest.raises(ConfigError, match=r"\(3 per device\)"):
+        validate(config, num_devices=2)
 
 
 def test_schedule_validation(make_config):
@@ -64,3 +81,31 @@ def test_cartpole_preset_is_purejaxrl_setting():
 def test_derived_sizes(make_config):
     config = make_config()
     assert (config.batch_size, config.minibatch_size, config.num_updates) == (64, 32, 8)
+
+
+def test_compile_cache_dir(tmp_path):
+    """auto: $JAX_COMPILATION_CACHE_DIR, else $XDG_CACHE_HOME/purerl/xla, else ~/.cache/...;
+    a path is itself (user-expanded, absolute); None is off."""
+    env_dir, xdg = str(tmp_path / "env"), str(tmp_path / "xdg")
+    assert compile_cache_dir("auto", {"JAX_COMPILATION_CACHE_DIR": env_dir,
+                                      "XDG_CACHE_HOME": xdg}) == tmp_path / "env"
+    assert compile_cache_dir("auto", {"XDG_CACHE_HOME": xdg}) == tmp_path / "xdg/purerl/xla"
+    assert compile_cache_dir("auto", {}) == Path.home() / ".cache/purerl/xla"
+    assert compile_cache_dir("~/xla", {"JAX_COMPILATION_CACHE_DIR": env_dir}) == Path.home() / "xla"
+    assert compile_cache_dir("xla", {}) == Path.cwd() / "xla"
+    assert compile_cache_dir(None, {"JAX_COMPILATION_CACHE_DIR": env_dir}) is None
+
+
+def test_compile_cache_must_be_one_directory(tmp_path):
+    (tmp_path / "file").write_text("")
+    with pytest.raises(ConfigError, match=r"compile_cache=.*/file: .* is a file, not a directory"):
+        preflight(["+env=cartpole", f"compile_cache={tmp_path / 'file'}"])
+    with pytest.raises(ConfigError, match=r"compile_cache=a,b: the jobs of a sweep run in one "
+                                          r"process and share one compile cache"):
+        preflight(["-m", "+env=cartpole", "compile_cache=a,b"])
+
+
+def test_compile_cache_does_not_count_as_a_change_on_resume(make_config):
+    saved = dataclasses.asdict(make_config(compile_cache="auto"))
+    assert config_differences(saved, make_config(compile_cache=None)) == []
+    assert config_differences(saved, make_config(seed=1)) == ["seed=0 -> 1"]
