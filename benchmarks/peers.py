@@ -46,11 +46,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import fields
 from datetime import datetime, timezone
 from pathlib import Path
 
-from purerl.config import Config
 
 BENCHMARKS = Path(__file__).resolve().parent
 REPO = BENCHMARKS.parent
@@ -79,8 +77,6 @@ PURERL_PACKAGES = ["purerl", "jax", "jaxlib", "flax", "optax", "chex", "gymnax",
                    "numpy"]
 PUREJAXRL_PACKAGES = ["jax", "jaxlib", "flax", "optax", "chex", "distrax", "gymnax", "brax",
                       "navix", "numpy"]
-# The CLI's `compile_cache=PATH` setting, where this purerl has it; else JAX's variable.
-CLI_HAS_COMPILE_CACHE = "compile_cache" in {f.name for f in fields(Config)}
 VERSIONS_SCRIPT = """
 import importlib.metadata, json, platform, sys
 def version(name):
@@ -92,13 +88,10 @@ print(json.dumps({"python": platform.python_version(), **{n: version(n) for n in
 """
 
 
-def subprocess_env(compile_cache: Path | None = None) -> dict:
-    """This process's environment, with JAX's persistent compilation cache in `compile_cache`
-    through JAX's own variable, or (None) nowhere."""
-    env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
-    if compile_cache is not None:
-        env["JAX_COMPILATION_CACHE_DIR"] = str(compile_cache)
-    return env
+def subprocess_env() -> dict:
+    """This process's environment without JAX's cache variable: each run says where its cache
+    is, or that it has none."""
+    return {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
 
 
 def timed_run(command: list, cwd: Path, log: Path, env: dict | None = None) -> float:
@@ -119,12 +112,8 @@ def purerl_cli_run(run_dir: Path, compile_cache: Path, seed: int, log: Path) -> 
     """The README's command, timed whole, and what its summary.json says of the run."""
     command = [sys.executable, "-m", "purerl.train", "+env=cartpole", f"hydra.run.dir={run_dir}"]
     command += [f"seed={seed}"] if seed else []
-    if CLI_HAS_COMPILE_CACHE:
-        command.append(f"compile_cache={compile_cache}")
-        env = subprocess_env()
-    else:
-        env = subprocess_env(compile_cache)
-    wall_s = timed_run(command, REPO, log, env)
+    command.append(f"compile_cache={compile_cache}")
+    wall_s = timed_run(command, REPO, log)
     summary = json.loads((run_dir / "summary.json").read_text())
     return {"wall_s": round(wall_s, 3),
             **{k: summary[k] for k in ("compile_s", "train_s", "sps", "final_return")}}
@@ -304,8 +293,6 @@ def main() -> None:
                     "load_average_at_start": os.getloadavg()},
         "repeats": args.repeats,
         "purerl": {**git_state(REPO), "python": sys.executable,
-                   "compile_cache_by": ("the CLI's compile_cache" if CLI_HAS_COMPILE_CACHE
-                                        else "JAX_COMPILATION_CACHE_DIR"),
                    "versions": package_versions(sys.executable, PURERL_PACKAGES)},
         "purejaxrl": {**git_state(checkout), "checkout": str(checkout),
                       "python": args.peer_python,
