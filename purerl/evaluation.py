@@ -17,7 +17,7 @@ import jax.numpy as jnp
 from purerl.config import Config
 from purerl.envs import EpisodeStatsState
 from purerl.envs.wrappers import FrameStackState
-from purerl.envs.normalization import RunningMeanStd, network_input
+from purerl.envs.normalization import RunningMeanStd
 from purerl.networks import ActorCritic
 from purerl.agent import make_agent
 
@@ -93,7 +93,7 @@ def make_evaluator(config: Config, env, env_params) -> "Evaluator":
         """One step of every env `[N]`: (obs, env_state, reward float32 [N], done [N])."""
         num = jax.tree.leaves(env_state)[0].shape[0]
         action_key, env_key = jax.random.split(key)
-        policy_out = network.apply(params, network_input(config.env, obs_stats, obs),
+        policy_out = network.apply(params, agent.observe(obs_stats, obs),
                                    method=ActorCritic.policy)
         action = policy.sample(policy_out, policy.noise(action_key, (num,)), temperature)
         obs, env_state, reward, terminated, truncated, _ = step_envs(

@@ -18,7 +18,7 @@ from jax.flatten_util import ravel_pytree
 
 from purerl.agent import Agent
 from purerl.losses import LossInfo, normalize_advantages, ppo_loss
-from purerl.parallel import per_device, pmean
+from purerl.parallel import cpu_backend, per_device, pmean
 from purerl.prng import permutation_bits_shape, permutations_from_bits
 from purerl.schedules import HyperParams
 
@@ -112,7 +112,7 @@ def make_learner(agent: Agent, *, batch_size: int, num_epochs: int, num_minibatc
         indices = permutations_from_bits(shuffle_bits, batch_size, prng_impl).reshape(
             num_steps, minibatch_size)
         batch_bytes = sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(batch))
-        gather_ahead = (jax.default_backend() == "cpu"
+        gather_ahead = (cpu_backend()
                         and batch_bytes * num_epochs <= MAX_BYTES_GATHERED_AHEAD)
 
         def gather(rows):  # `rows [..., mb]` -> minibatches, advantages normalized

@@ -15,6 +15,7 @@ from flax import struct
 from flax.core import meta
 
 from purerl.config import Config, ConfigError
+from purerl.parallel import cpu_backend
 from purerl.spaces import ActionSpec
 
 ACTIVATION_FNS: dict[str, Callable[[jax.Array], jax.Array]] = {
@@ -28,13 +29,6 @@ ACTIVATION_FNS: dict[str, Callable[[jax.Array], jax.Array]] = {
     "sigmoid": nn.sigmoid,
     "softplus": nn.softplus,
 }
-
-
-def cpu_backend() -> bool:
-    """Whether XLA:CPU runs this process's programs: the one backend where the tricks that pay
-    only there run (`init_params`' one normal draw, `Conv`'s patch matmul); every other backend
-    runs the plain path (flax's own init, `lax.conv_general_dilated`)."""
-    return jax.default_backend() == "cpu"
 
 
 class Orthogonal(struct.PyTreeNode, meta.AxisMetadata):

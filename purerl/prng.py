@@ -15,6 +15,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from purerl.parallel import cpu_backend
+
 
 def key_words(impl: str) -> int:
     """The number of uint32 words of a key of PRNG `impl`."""
@@ -88,7 +90,7 @@ def _index_bits(size: int) -> int:
 def _packs_sort(size: int) -> bool:
     """Whether permutations of `size` sort packed uint32 arrays (on CPU, up to
     `_PACKED_SORT_MAX_INDEX_BITS`) rather than take `jax.random.permutation` of a key per row."""
-    return jax.default_backend() == "cpu" and _index_bits(size) <= _PACKED_SORT_MAX_INDEX_BITS
+    return cpu_backend() and _index_bits(size) <= _PACKED_SORT_MAX_INDEX_BITS
 
 
 def permutation_bits_shape(num: int, size: int, impl: str) -> Tuple[int, ...]:

@@ -16,6 +16,7 @@ import jax.numpy as jnp
 from purerl.agent import Agent
 from purerl.networks import ActorCritic
 from purerl.packing import batch_packer
+from purerl.parallel import cpu_backend
 
 # The values of a rollout's observations are computed after its scan, this many at a time at most.
 MAX_VALUE_PASS_SAMPLES = 1 << 15
@@ -67,7 +68,7 @@ def draws_resets_ahead(agent: Agent, num_steps: int, num_envs: int) -> bool:
     """Whether a rollout of `num_steps` x `num_envs` takes its auto-resets drawn before the
     scan: only for envs that can take them, on CPU (where each random op inside the loop is a
     small loop of its own per step), and for at most `MAX_RESETS_DRAWN_AHEAD` of them."""
-    return (agent.draw_resets is not None and jax.default_backend() == "cpu"
+    return (agent.draw_resets is not None and cpu_backend()
             and num_steps * num_envs <= MAX_RESETS_DRAWN_AHEAD)
 
 
