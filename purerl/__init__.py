@@ -19,6 +19,8 @@ _LAZY = {  # name -> the module that defines it
     "make_ppo": "purerl.ppo",
     "make_program": "purerl.program",
     "make_train": "purerl.program",
+    "load": "purerl.trained",
+    "TrainedPolicy": "purerl.trained",
 }
 
 __all__ = ["Config", "ConfigError", "validate", *_LAZY]

@@ -11,20 +11,29 @@ import functools
 from typing import Callable, NamedTuple, Optional, Tuple
 
 import jax
+import jax.numpy as jnp
+import numpy as np
 
 from purerl.config import Config
 from purerl.distributions import ActionDistribution
 from purerl.envs import check_env, takes_drawn_resets, wrap_env
 from purerl.envs.normalization import network_input
-from purerl.networks import ActorCritic, make_network
+from purerl.networks import ActorCritic, ActorCriticBase, make_network
 from purerl.spaces import ActionSpec
+
+
+class Memory(NamedTuple):
+    """A recurrent policy's memory of each of `B` envs."""
+
+    carry: jax.Array  # `[B, carry_size]` float32, the cells' states after the last step
+    first: jax.Array  # bool `[B]`: the env's current observation is its episode's first
 
 
 class Agent(NamedTuple):
     spec: ActionSpec
     obs_shape: Tuple[int, ...]  # of the wrapped env's observations
     policy: ActionDistribution
-    network: ActorCritic
+    network: ActorCriticBase  # ActorCritic, or a RecurrentActorCritic (`recurrent`)
     # (obs_stats, obs [..., *obs_shape]) -> the network's input: standardized with the running
     # statistics when env.normalize_obs, else obs itself
     observe: Callable
@@ -33,6 +42,39 @@ class Agent(NamedTuple):
     # (from `draw_resets`, or None to draw them inside) are the base env's (obs, state) [B]
     step_envs: Callable
     draw_resets: Optional[Callable]  # (keys [B], env_params) -> resets; None: env can't take them
+
+    @property
+    def recurrent(self) -> bool:
+        return hasattr(self.network, "carry_size")
+
+    def example_inputs(self) -> Tuple:
+        """Inputs of one step of one env, to initialize the network with."""
+        obs = np.zeros((1, *self.obs_shape), np.float32)
+        if not self.recurrent:
+            return (obs,)
+        return np.zeros((1, self.network.carry_size), np.float32), obs, np.ones((1,), bool)
+
+    def initial_memory(self, num_envs: int) -> Optional[Memory]:
+        """The memory of `num_envs` envs at their episodes' start; None for a feed-forward
+        policy."""
+        if not self.recurrent:
+            return None
+        return Memory(self.network.initial_carry((num_envs,)), jnp.ones((num_envs,), bool))
+
+    def policy_step(self, params, obs_stats, obs: jax.Array, memory: Optional[Memory]):
+        """The policy's output for observations `obs [B, *obs_shape]` (as the env returned
+        them) and, for a recurrent policy, the value `[B]` and the carry after this step (its
+        memory before any reset): `(policy_out, value or None, carry or None)`. A feed-forward
+        policy with separate towers runs its policy tower alone (value None)."""
+        network_obs = self.observe(obs_stats, obs)
+        if memory is not None:
+            carry, policy_out, value = self.network.apply(params, memory.carry, network_obs,
+                                                          memory.first)
+            return policy_out, value, carry
+        if self.network.shared:  # one trunk gives both
+            policy_out, value = self.network.apply(params, network_obs)
+            return policy_out, value, None
+        return self.network.apply(params, network_obs, method=ActorCritic.policy), None, None
 
 
 def make_agent(config: Config, env, env_params) -> Agent:

@@ -199,7 +199,10 @@ def restore_run(run_dir: Path, which: str = "final") -> SavedRun:
     checkpoints, update = final_checkpoint(run_dir, which)
     try:
         config = load_config(checkpoints.restore_record(update))
-        like = jax.eval_shape(make_program(config).init, jax.random.key(0))
+        # On this process's first device, whatever devices the run was saved from.
+        device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
+        like = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=device),
+                            jax.eval_shape(make_program(config).init, jax.random.key(0)))
         state, record = checkpoints.restore(update, like)
     finally:
         checkpoints.close()

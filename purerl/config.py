@@ -15,6 +15,7 @@ SCHEDULE_KINDS = ("constant", "linear", "cosine", "exponential", "piecewise")
 PRNG_IMPLS = ("threefry2x32", "rbg", "unsafe_rbg")
 ACTIVATIONS = ("tanh", "relu", "gelu", "swish", "silu", "elu", "leaky_relu", "sigmoid", "softplus")
 CONV_PADDINGS = ("SAME", "VALID")
+RNN_CELLS = ("gru", "lstm")
 
 
 class ConfigError(ValueError):
@@ -89,6 +90,8 @@ class NetworkConfig:
     conv_padding: List[str] = field(default_factory=list)  # SAME or VALID (CONV_PADDINGS)
     vocab_size: int = 0  # > 0: quantize each observation dimension into this many tokens
     embed_dim: int = 16  # width of each token's embedding
+    rnn: Optional[str] = None  # a memory after the torso: gru | lstm (RNN_CELLS); null: none
+    rnn_size: int = 128  # units of the recurrent cell
 
 
 @dataclass
@@ -185,7 +188,7 @@ def validate(config: Config, num_devices: Optional[int] = 1) -> Config:
             raise ConfigError(f"env.{key}={getattr(env, key)} must be > 0")
     for key in ("num_steps", "num_epochs", "num_minibatches"):
         _positive(f"ppo.{key}", getattr(ppo, key))
-    _check_minibatches(config, config.batch_size, num_devices=1)
+    _check_minibatches(config, env.num_envs, num_devices=1)
     if config.total_timesteps < config.batch_size:
         raise ConfigError(
             f"total_timesteps={config.total_timesteps} is smaller than one update: "
@@ -236,6 +239,10 @@ def validate(config: Config, num_devices: Optional[int] = 1) -> Config:
         raise ConfigError(f"network.vocab_size={net.vocab_size} must be 0 (off) or >= 2")
     if net.vocab_size and net.conv_channels:
         raise ConfigError("network.vocab_size and network.conv_channels cannot both be set")
+    if net.rnn is not None and net.rnn not in RNN_CELLS:
+        raise ConfigError(f"network.rnn={net.rnn!r} is not one of {', '.join(RNN_CELLS)} "
+                          "(or null: no memory)")
+    _positive("network.rnn_size", net.rnn_size)
     if net.activation not in ACTIVATIONS:
         raise ConfigError(
             f"network.activation={net.activation!r} is not one of {', '.join(ACTIVATIONS)}"
@@ -254,12 +261,23 @@ def check_devices(config: Config, num_devices: int) -> None:
     if num_envs % num_devices:
         raise ConfigError(
             f"env.num_envs={num_envs} is not divisible by the number of devices ({num_devices})")
-    _check_minibatches(config, num_envs // num_devices * config.ppo.num_steps, num_devices)
+    _check_minibatches(config, num_envs // num_devices, num_devices)
 
 
-def _check_minibatches(config: Config, local_batch: int, num_devices: int) -> None:
-    """Each device's batch, `local_batch` transitions, must divide into the minibatches."""
+def _check_minibatches(config: Config, local_envs: int, num_devices: int) -> None:
+    """Each device's batch, of `local_envs` envs, must divide into the minibatches: its
+    transitions, or with a recurrent policy (whose minibatches are whole env sequences) its
+    envs."""
     env, ppo = config.env, config.ppo
+    per_device = f" ({local_envs} per device)" if num_devices > 1 else ""
+    if config.network.rnn is not None:
+        if local_envs % ppo.num_minibatches:
+            raise ConfigError(
+                f"env.num_envs={env.num_envs}{per_device} is not divisible by "
+                f"ppo.num_minibatches={ppo.num_minibatches}: a recurrent policy's minibatches "
+                "are groups of whole envs")
+        return
+    local_batch = local_envs * ppo.num_steps
     if local_batch % ppo.num_minibatches:
         raise ConfigError(
             f"env.num_envs * ppo.num_steps = {env.num_envs} * {ppo.num_steps} = {config.batch_size}"

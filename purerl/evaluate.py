@@ -1,4 +1,4 @@
-"""Command line: `python -m purerl.evaluate run=<run dir> [key=value ...]`.
+"""Command line: `python -m purerl.evaluate run=<run dir> [key=value ...]` (`--help`: this).
 
 Loads a run's final (or `checkpoint=best`) checkpoint and its config, plays `episodes` episodes
 per temperature on fresh eval envs, and prints a table. `render=true` also writes an animated
@@ -144,6 +144,9 @@ def render_gif(env, env_params, episode, path: Path) -> None:
 
 
 def main() -> None:
+    if any(arg in ("-h", "--help") for arg in sys.argv[1:]):
+        print(__doc__.strip())
+        return
     try:
         evaluate_run(parse_args(sys.argv[1:]))
     except ConfigError as error:

@@ -18,8 +18,7 @@ from purerl.config import Config
 from purerl.envs import EpisodeStatsState
 from purerl.envs.wrappers import FrameStackState
 from purerl.envs.normalization import RunningMeanStd
-from purerl.networks import ActorCritic
-from purerl.agent import make_agent
+from purerl.agent import Memory, make_agent
 
 DEFAULT_MAX_STEPS = 1000  # for envs whose params have no max_steps_in_episode
 
@@ -63,7 +62,7 @@ def make_evaluator(config: Config, env, env_params) -> "Evaluator":
     """`Evaluator(evaluate, record)` for one seed's params: `evaluate(params, obs_stats, key)
     -> EvalResult`; `record(params, obs_stats, key, temperature) -> Episode`."""
     agent = make_agent(config, env, env_params)
-    spec, policy, network = agent.spec, agent.policy, agent.network
+    spec, policy = agent.spec, agent.policy
     reset_envs, step_envs = agent.reset_envs, agent.step_envs
     num_episodes, max_steps = config.eval.num_episodes, eval_max_steps(config, env_params)
     temperatures = jnp.asarray(config.eval.temperatures, jnp.float32)
@@ -72,33 +71,38 @@ def make_evaluator(config: Config, env, env_params) -> "Evaluator":
         reset_key, step_key = jax.random.split(key)
         obs, env_state = reset_envs(jax.random.split(reset_key, num_episodes), env_params)
         zeros = jnp.zeros((num_episodes,), jnp.float32)
-        init = (jnp.int32(0), obs, env_state, jnp.ones((num_episodes,), bool), zeros, zeros)
+        init = (jnp.int32(0), obs, env_state, agent.initial_memory(num_episodes),
+                jnp.ones((num_episodes,), bool), zeros, zeros)
 
         def running(carry):
-            t, _, _, alive, _, _ = carry
+            t, *_, alive, _, _ = carry
             return (t < max_steps) & alive.any()
 
         def step(carry):
-            t, obs, env_state, alive, total, length = carry
-            obs, env_state, reward, done = act(params, obs_stats, obs, env_state, temperature,
-                                               jax.random.fold_in(step_key, t))
+            t, obs, env_state, memory, alive, total, length = carry
+            obs, env_state, memory, reward, done = act(
+                params, obs_stats, obs, env_state, memory, temperature,
+                jax.random.fold_in(step_key, t))
             total = total + jnp.where(alive, reward, 0.0)
             length = length + alive
-            return t + 1, obs, env_state, alive & ~done, total, length
+            return t + 1, obs, env_state, memory, alive & ~done, total, length
 
         *_, total, length = jax.lax.while_loop(running, step, init)
         return EvalResult(total.mean(), length.mean())
 
-    def act(params, obs_stats, obs, env_state, temperature, key):
-        """One step of every env `[N]`: (obs, env_state, reward float32 [N], done [N])."""
+    def act(params, obs_stats, obs, env_state, memory, temperature, key):
+        """One step of every env `[N]`: (obs, env_state, memory, reward float32 [N],
+        done [N]); a recurrent policy's memory starts a new episode after `done`."""
         num = jax.tree.leaves(env_state)[0].shape[0]
         action_key, env_key = jax.random.split(key)
-        policy_out = network.apply(params, agent.observe(obs_stats, obs),
-                                   method=ActorCritic.policy)
+        policy_out, _, carry = agent.policy_step(params, obs_stats, obs, memory)
         action = policy.sample(policy_out, policy.noise(action_key, (num,)), temperature)
         obs, env_state, reward, terminated, truncated, _ = step_envs(
             jax.random.split(env_key, num), env_state, spec.to_env(action), env_params, None)
-        return obs, env_state, reward.astype(jnp.float32), terminated | truncated
+        done = terminated | truncated
+        if memory is not None:
+            memory = Memory(carry, done)
+        return obs, env_state, memory, reward.astype(jnp.float32), done
 
     def evaluate(params, obs_stats: RunningMeanStd, key: jax.Array) -> EvalResult:
         return jax.vmap(play, in_axes=(None, None, None, 0))(params, obs_stats, key,
@@ -110,14 +114,15 @@ def make_evaluator(config: Config, env, env_params) -> "Evaluator":
         obs, env_state = reset_envs(reset_key[None], env_params)
 
         def step(carry, t):
-            obs, env_state = carry
+            obs, env_state, memory = carry
             before = env_state
-            obs, env_state, reward, done = act(params, obs_stats, obs, env_state, temperature,
-                                               jax.random.fold_in(step_key, t))
-            return (obs, env_state), (unwrap_state(before), reward[0], done[0])
+            obs, env_state, memory, reward, done = act(
+                params, obs_stats, obs, env_state, memory, temperature,
+                jax.random.fold_in(step_key, t))
+            return (obs, env_state, memory), (unwrap_state(before), reward[0], done[0])
 
-        _, (states, rewards, dones) = jax.lax.scan(step, (obs, env_state),
-                                                   jnp.arange(max_steps))
+        _, (states, rewards, dones) = jax.lax.scan(
+            step, (obs, env_state, agent.initial_memory(1)), jnp.arange(max_steps))
         return Episode(jax.tree.map(lambda x: x[:, 0], states), rewards, dones)
 
     return Evaluator(evaluate, record)

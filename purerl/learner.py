@@ -33,7 +33,9 @@ MAX_BYTES_GATHERED_AHEAD = 1 << 27
 
 
 class Batch(NamedTuple):
-    """What the learner learns from, `[N, ...]` (N = envs x steps)."""
+    """What the learner learns from: `[N, ...]` samples (N = envs x steps) for a feed-forward
+    policy; for a recurrent one, time-major sequences `[T, B, ...]`, with `first` and
+    `carry`."""
 
     obs: jax.Array  # the network's input
     action: jax.Array
@@ -41,6 +43,8 @@ class Batch(NamedTuple):
     value: jax.Array  # the rollout's V(obs)
     advantages: jax.Array  # not normalized (each minibatch normalizes its own)
     returns: jax.Array
+    first: Optional[jax.Array] = None  # bool `[T, B]`: obs is its episode's first (recurrent)
+    carry: Optional[jax.Array] = None  # `[B, C]`: the carry at the sequences' start (recurrent)
 
 
 class Learned(NamedTuple):
@@ -84,14 +88,26 @@ def make_learner(agent: Agent, *, batch_size: int, num_epochs: int, num_minibatc
                  axis_name: Optional[str] = None) -> Learner:
     """The learner of batches of `batch_size` samples, `num_epochs` passes of
     `num_minibatches` minibatches; `early_stop`: stop at the target KL; `axis_name`: the device
-    axis that gradients, loss statistics and advantage statistics are averaged over."""
+    axis that gradients, loss statistics and advantage statistics are averaged over.
+
+    A recurrent agent's batch is `batch_size` env sequences (`Batch.first`, `Batch.carry`);
+    its minibatches are groups of whole sequences, replayed from the carry at their start with
+    the rollout's resets."""
+    recurrent = agent.recurrent
     minibatch_size = batch_size // num_minibatches
     num_steps = num_epochs * num_minibatches
     shuffle_shape = permutation_bits_shape(num_epochs, batch_size, prng_impl)
     policy, network = agent.policy, agent.network
 
     def minibatch_loss(params, minibatch: Batch, hp: HyperParams):
-        policy_out, value = network.apply(params, minibatch.obs)
+        if recurrent:  # [T, b] sequences, flattened to samples after the replay
+            _, policy_out, value = network.apply(params, minibatch.carry, minibatch.obs,
+                                                 minibatch.first, method="unroll")
+            policy_out, value, minibatch = jax.tree.map(
+                lambda x: x.reshape(-1, *x.shape[2:]),
+                (policy_out, value, minibatch._replace(first=None, carry=None)))
+        else:
+            policy_out, value = network.apply(params, minibatch.obs)
         return ppo_loss(
             policy.log_prob(policy_out, minibatch.action), policy.entropy(policy_out), value,
             minibatch.log_prob, minibatch.value, minibatch.advantages, minibatch.returns,
@@ -116,9 +132,18 @@ def make_learner(agent: Agent, *, batch_size: int, num_epochs: int, num_minibatc
                         and batch_bytes * num_epochs <= MAX_BYTES_GATHERED_AHEAD)
 
         def gather(rows):  # `rows [..., mb]` -> minibatches, advantages normalized
-            minibatch = jax.tree.map(lambda x: x[rows], batch)
-            return minibatch._replace(
-                advantages=normalize_advantages(minibatch.advantages, axis_name))
+            if not recurrent:
+                minibatch = jax.tree.map(lambda x: x[rows], batch)
+                return minibatch._replace(
+                    advantages=normalize_advantages(minibatch.advantages, axis_name))
+            # rows index envs: the time-major leaves' axis 1 -> `[..., T, mb, ...]`
+            sequences = jax.tree.map(lambda x: jnp.moveaxis(x[:, rows], 0, rows.ndim - 1),
+                                     batch._replace(carry=None))
+            advantages = sequences.advantages  # normalized over each minibatch's T x mb
+            flat = advantages.reshape(*advantages.shape[:-2], -1)
+            return sequences._replace(
+                advantages=normalize_advantages(flat, axis_name).reshape(advantages.shape),
+                carry=batch.carry[rows])
 
         def take_step(carry: _Carry, minibatch: Batch) -> _Carry:
             (_, info), grads = grad_fn(per_device(carry.params, axis_name), minibatch)

@@ -337,16 +337,9 @@ class Tokenizer(nn.Module):
         return jnp.einsum("ndv,dve->nde", one_hot, table).reshape(x.shape[0], -1)
 
 
-class ActorCritic(nn.Module):
-    """Maps observations `[B, *obs_shape]` to (policy output, value `[B]`).
-
-    The policy output is logits `[B, num_outputs]`, or for a Gaussian policy (`gaussian=True`)
-    `(mean, log_std)`, each `[B, num_outputs]`, with a learned state-independent log-std.
-    `shared=True`: one torso feeds both heads. `shared=False`: separate policy and value towers.
-    Heads use the usual PPO init: gain 0.01 for the policy, 1.0 for the value; hidden layers
-    and convolutions sqrt 2; biases zero. flax's own `init` draws it; `init_params` gives the
-    same tree, drawn at once on CPU (what the trainer calls).
-    """
+class ActorCriticBase(nn.Module):
+    """What every actor-critic shares: the settings of its torso and heads, the torso they
+    describe, and the shaping of observations and policy outputs."""
 
     num_outputs: int
     hidden_sizes: Sequence[int] = (64, 64)
@@ -372,6 +365,30 @@ class ActorCritic(nn.Module):
                                             self.embed_dim), mlp])
         return mlp
 
+    def _flat(self, obs: jax.Array, batch_ndim: int) -> jax.Array:
+        """`[*batch, *obs_shape]` -> `[N, D]` (MLP) or `[N, H, W, C]` (CNN; `[H, W]` gains C=1)."""
+        batch, obs_shape = obs.shape[:batch_ndim], obs.shape[batch_ndim:]
+        if not self.conv_channels:
+            return obs.reshape(math.prod(batch), -1).astype(jnp.float32)
+        image = obs_shape if len(obs_shape) == 3 else (*obs_shape, 1)
+        return obs.reshape(math.prod(batch), *image).astype(jnp.float32)
+
+    def _policy_out(self, head: jax.Array, batch: Tuple[int, ...]) -> Any:
+        head = head.reshape(*batch, -1)
+        return (head, jnp.broadcast_to(self.log_std, head.shape)) if self.gaussian else head
+
+
+class ActorCritic(ActorCriticBase):
+    """Maps observations `[B, *obs_shape]` to (policy output, value `[B]`).
+
+    The policy output is logits `[B, num_outputs]`, or for a Gaussian policy (`gaussian=True`)
+    `(mean, log_std)`, each `[B, num_outputs]`, with a learned state-independent log-std.
+    `shared=True`: one torso feeds both heads. `shared=False`: separate policy and value towers.
+    Heads use the usual PPO init: gain 0.01 for the policy, 1.0 for the value; hidden layers
+    and convolutions sqrt 2; biases zero. flax's own `init` draws it; `init_params` gives the
+    same tree, drawn at once on CPU (what the trainer calls).
+    """
+
     @property
     def _batched_towers(self) -> bool:
         """Separate policy and value MLPs over raw inputs run as one two-tower MLP."""
@@ -389,18 +406,6 @@ class ActorCritic(nn.Module):
             self.value_head = _dense(1, 1.0)
         if self.gaussian:
             self.log_std = self.param("log_std", nn.initializers.zeros, (self.num_outputs,))
-
-    def _flat(self, obs: jax.Array, batch_ndim: int) -> jax.Array:
-        """`[*batch, *obs_shape]` -> `[N, D]` (MLP) or `[N, H, W, C]` (CNN; `[H, W]` gains C=1)."""
-        batch, obs_shape = obs.shape[:batch_ndim], obs.shape[batch_ndim:]
-        if not self.conv_channels:
-            return obs.reshape(math.prod(batch), -1).astype(jnp.float32)
-        image = obs_shape if len(obs_shape) == 3 else (*obs_shape, 1)
-        return obs.reshape(math.prod(batch), *image).astype(jnp.float32)
-
-    def _policy_out(self, head: jax.Array, batch: Tuple[int, ...]) -> Any:
-        head = head.reshape(*batch, -1)
-        return (head, jnp.broadcast_to(self.log_std, head.shape)) if self.gaussian else head
 
     def __call__(self, obs: jax.Array, batch_ndim: int = 1) -> Tuple[Any, jax.Array]:
         batch = obs.shape[:batch_ndim]
@@ -451,8 +456,9 @@ def _check_convolutions_fit(net, height: int, width: int) -> None:
         h, w = (conv_output_size(size, kernel, stride, padding) for size in (h, w))
 
 
-def make_network(config: Config, spec: ActionSpec, obs_space) -> ActorCritic:
-    """The actor-critic that `config.network` describes, for `spec`'s actions and observations
+def make_network(config: Config, spec: ActionSpec, obs_space) -> ActorCriticBase:
+    """The actor-critic that `config.network` describes (a `RecurrentActorCritic` when
+    `network.rnn` names a cell), for `spec`'s actions and observations
     of `obs_space` (whose bounds a quantizing torso uses, and whose `[H, W, ...]` shape a CNN's
     convolutions must fit: raises ConfigError if not)."""
     net = config.network
@@ -466,11 +472,15 @@ def make_network(config: Config, spec: ActionSpec, obs_space) -> ActorCritic:
         bounds = {key: tuple(np.broadcast_to(np.asarray(limit, np.float64),
                                              obs_space.shape).ravel().tolist())
                   for key, limit in zip(("low", "high"), limits)}
-    return ActorCritic(num_outputs=spec.num_outputs, hidden_sizes=tuple(net.hidden_sizes),
-                       activation=net.activation, shared=net.shared,
-                       gaussian=spec.kind == "gaussian",
-                       conv_channels=tuple(net.conv_channels),
-                       conv_kernels=tuple(net.conv_kernels), conv_strides=tuple(net.conv_strides),
-                       conv_padding=tuple(net.conv_padding), vocab_size=net.vocab_size,
-                       embed_dim=net.embed_dim, obs_low=bounds.get("low", ()),
-                       obs_high=bounds.get("high", ()))
+    settings = dict(num_outputs=spec.num_outputs, hidden_sizes=tuple(net.hidden_sizes),
+                    activation=net.activation, shared=net.shared,
+                    gaussian=spec.kind == "gaussian", conv_channels=tuple(net.conv_channels),
+                    conv_kernels=tuple(net.conv_kernels), conv_strides=tuple(net.conv_strides),
+                    conv_padding=tuple(net.conv_padding), vocab_size=net.vocab_size,
+                    embed_dim=net.embed_dim, obs_low=bounds.get("low", ()),
+                    obs_high=bounds.get("high", ()))
+    if net.rnn is not None:
+        from purerl.recurrent import RecurrentActorCritic  # it builds on this module
+
+        return RecurrentActorCritic(**settings, cell=net.rnn, rnn_size=net.rnn_size)
+    return ActorCritic(**settings)

@@ -12,10 +12,9 @@ from typing import Any, Callable, NamedTuple, Optional, Tuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax.flatten_util import ravel_pytree
 
-from purerl.agent import make_agent
+from purerl.agent import Memory, make_agent
 from purerl.config import Config
 from purerl.envs.normalization import (
     Normalizer, init_normalizer, scale_rewards, update_running_stats,
@@ -40,6 +39,7 @@ class RunnerState(NamedTuple):
     key: jax.Array  # typed PRNG key, the same on every device
     update: jax.Array  # int32 [], updates done so far
     hparams: HyperParams  # base (unscheduled) hyperparameters
+    memory: Optional[Memory] = None  # [B], a recurrent policy's; None for a feed-forward one
 
 
 class Metrics(NamedTuple):
@@ -64,6 +64,20 @@ class Metrics(NamedTuple):
     gae_lambda: jax.Array
     nonfinite: jax.Array  # int32 bit mask, 0 when all is well; see learner.NONFINITE_QUANTITIES
 
+    @property
+    def episode_return(self) -> jax.Array:
+        """The mean return of the episodes completed in the update (NaN where none were)."""
+        return _mean_per_episode(self.episode_return_sum, self.episode_count)
+
+    @property
+    def episode_length(self) -> jax.Array:
+        """The mean length of the episodes completed in the update (NaN where none were)."""
+        return _mean_per_episode(self.episode_length_sum, self.episode_count)
+
+
+def _mean_per_episode(total: jax.Array, count: jax.Array) -> jax.Array:
+    return jnp.where(count > 0, total / jnp.maximum(count, 1), jnp.nan)
+
 
 class PPO(NamedTuple):
     init: Callable[[jax.Array, HyperParams], RunnerState]
@@ -80,12 +94,14 @@ def make_ppo(
     num_envs = env_config.num_envs if num_envs is None else num_envs
     num_steps, words = ppo.num_steps, key_words(impl)
     agent = make_agent(config, env, env_params)
-    learner = make_learner(agent, batch_size=num_envs * num_steps, num_epochs=ppo.num_epochs,
+    recurrent = agent.recurrent
+    learner = make_learner(agent, batch_size=num_envs if recurrent else num_envs * num_steps,
+                           num_epochs=ppo.num_epochs,
                            num_minibatches=ppo.num_minibatches, clip_value=ppo.clip_value,
                            early_stop=ppo.target_kl is not None, prng_impl=impl,
                            axis_name=axis_name)
-    example_obs = np.zeros((1, *agent.obs_shape), np.float32)
-    num_kernel_normals = kernel_normal_size(agent.network, example_obs)  # once, not per trace
+    example_inputs = agent.example_inputs()
+    num_kernel_normals = kernel_normal_size(agent.network, *example_inputs)  # once, not per trace
     # The update's randomness, each device its own: the action noise, the envs' key, the keys
     # of their auto-resets when drawn ahead (else none), the shuffle of the learner's batch.
     reset_keys_shape = ((num_steps, num_envs, words)
@@ -99,15 +115,16 @@ def make_ppo(
             convert_key(key, impl), [(2, words), (num_kernel_normals,)], [(num_envs, words)],
             impl, axis_name)
         key, params_key = as_keys(init_keys)
-        params = init_params(agent.network, params_key, example_obs,
+        params = init_params(agent.network, params_key, *example_inputs,
                              normal=normal_from_bits(normal_bits))
         opt_state = make_optimizer(hparams.max_grad_norm, hparams.lr).init(
             ravel_pytree(params)[0])
         obs, env_state = per_device(agent.reset_envs(as_keys(env_keys), env_params), axis_name)
         normalizer = init_normalizer(agent.obs_shape, num_envs)
         normalizer = normalizer._replace(returns=per_device(normalizer.returns, axis_name))
+        memory = per_device(agent.initial_memory(num_envs), axis_name)
         return RunnerState(params, opt_state, env_state, obs, normalizer, key, jnp.int32(0),
-                           hparams)
+                           hparams, memory)
 
     def update(state: RunnerState) -> Tuple[RunnerState, Metrics]:
         hp = scheduled_hyperparams(config, state.hparams, state.update)
@@ -121,7 +138,7 @@ def make_ppo(
         # updated with its observations / returns afterwards.
         normalizer = state.normalizer
         done = rollout(agent, state.params, state.env_state, state.obs, normalizer.obs,
-                       env_params, noise)
+                       env_params, noise, state.memory)
         tr = done.transition
         rewards = tr.reward
         if env_config.normalize_reward:
@@ -131,8 +148,13 @@ def make_ppo(
                                           tr.truncated, gamma=hp.gamma, gae_lambda=hp.gae_lambda)
         samples = Batch(agent.observe(normalizer.obs, tr.obs), tr.action, tr.log_prob, tr.value,
                         advantages, returns)
-        learned = learner.learn(state.params, state.opt_state,
-                                jax.tree.map(_merge_time_and_envs, samples), shuffle_bits, hp)
+        if recurrent:  # whole sequences, replayed from the rollout's first carry
+            start = state.memory
+            first = jnp.concatenate([start.first[None], (tr.terminated | tr.truncated)[:-1]])
+            samples = samples._replace(first=first, carry=start.carry)
+        else:
+            samples = jax.tree.map(_merge_time_and_envs, samples)
+        learned = learner.learn(state.params, state.opt_state, samples, shuffle_bits, hp)
         if env_config.normalize_obs:
             normalizer = normalizer._replace(obs=update_running_stats(
                 normalizer.obs, _merge_time_and_envs(tr.obs), axis_name))
@@ -140,7 +162,8 @@ def make_ppo(
             (learned.params, 4), (learned.opt_state, 8), ((normalizer.obs, normalizer.ret), 16))
         metrics = _metrics(tr.value, returns, done.episodes, learned, hp, nonfinite, axis_name)
         new_state = RunnerState(learned.params, learned.opt_state, done.env_state, done.obs,
-                                normalizer, as_keys(key), state.update + 1, state.hparams)
+                                normalizer, as_keys(key), state.update + 1, state.hparams,
+                                done.memory)
         return new_state, metrics
 
     return PPO(init=init, update=update)

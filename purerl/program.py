@@ -93,7 +93,7 @@ def make_program(config: Config, chunk: Optional[int] = None) -> Program:
         state_spec = RunnerState(
             params=seeds, opt_state=seeds, env_state=env_split, obs=env_split,
             normalizer=Normalizer(obs=seeds, ret=seeds, returns=env_split),
-            key=seeds, update=seeds, hparams=seeds)
+            key=seeds, update=seeds, hparams=seeds, memory=env_split)
     else:  # every leaf `[S, ...]` split by seed
         seeds = state_spec = P(DEVICE_AXIS)
     shard = functools.partial(shard_over_devices, mesh=mesh, collectives=split_envs)

@@ -13,8 +13,9 @@ from typing import Any, NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
-from purerl.agent import Agent
+from purerl.agent import Agent, Memory
 from purerl.networks import ActorCritic
+from purerl.recurrent import RecurrentActorCritic
 from purerl.packing import batch_packer
 from purerl.parallel import cpu_backend
 
@@ -62,6 +63,7 @@ class Rollout(NamedTuple):
     obs: jax.Array  # `[B, *obs_shape]` after the last step
     transition: Transition
     episodes: EpisodeSums  # `[B]`, the episodes completed during the rollout
+    memory: Optional[Memory]  # a recurrent policy's, after the last step; else None
 
 
 def draws_resets_ahead(agent: Agent, num_steps: int, num_envs: int) -> bool:
@@ -73,14 +75,17 @@ def draws_resets_ahead(agent: Agent, num_steps: int, num_envs: int) -> bool:
 
 
 def rollout(agent: Agent, params, env_state, obs: jax.Array, obs_stats, env_params,
-            noise: RolloutNoise) -> Rollout:
+            noise: RolloutNoise, memory: Optional[Memory] = None) -> Rollout:
     """`T` steps (T = the leading axis of `noise.action_noise`) of the `B` envs `env_state`,
     whose current observations are `obs [B, *obs_shape]`, acting by `agent`'s policy with
-    `params`; `obs_stats` are the observation statistics the network input is standardized by.
-    The value of every observation and next observation comes from one pass of the value
-    tower after the scan (inside it, with a shared trunk).
+    `params`; `obs_stats` are the observation statistics the network input is standardized by;
+    `memory`: a recurrent policy's (None for a feed-forward one).
+    The value of every next observation, and with separate feed-forward towers of every
+    observation too, comes from one pass of the value tower after the scan (the others from
+    the step). A recurrent policy's next value reads the carry after the step, not reset: the
+    true next observation of an episode's last step continues that episode.
     """
-    policy, network = agent.policy, agent.network
+    policy = agent.policy
     num_steps, num_envs = noise.action_noise.shape[:2]
     env_keys = jax.random.split(noise.env_key, (num_steps, num_envs))
     resets, unpack_resets = None, None
@@ -94,19 +99,15 @@ def rollout(agent: Agent, params, env_state, obs: jax.Array, obs_stats, env_para
     # completed episodes' sums are carried too, rather than three more outputs per step.
     no_episodes = EpisodeSums(jnp.zeros(num_envs), jnp.zeros(num_envs, jnp.int32),
                               jnp.zeros(num_envs, jnp.int32))
-    pack, unpack = batch_packer((env_state, obs, no_episodes))
+    pack, unpack = batch_packer((env_state, obs, no_episodes, memory))
 
     def step(carry, inputs):
-        env_state, obs, sums = unpack(carry)
+        env_state, obs, sums, memory = unpack(carry)
         action_noise, env_keys, resets = inputs
         if resets is not None:
             resets = unpack_resets(resets)
-        network_obs = agent.observe(obs_stats, obs)
-        if network.shared:  # one trunk gives both
-            policy_out, value = network.apply(params, network_obs)
-        else:  # the value tower runs after the scan, on all the observations at once
-            policy_out = network.apply(params, network_obs, method=ActorCritic.policy)
-            value = None
+        # Without a value here, the value tower runs after the scan, on all observations at once.
+        policy_out, value, cell_carry = agent.policy_step(params, obs_stats, obs, memory)
         action = policy.sample(policy_out, action_noise)
         next_obs, env_state, reward, terminated, truncated, info = agent.step_envs(
             env_keys, env_state, agent.spec.to_env(action), env_params, resets)
@@ -118,38 +119,52 @@ def rollout(agent: Agent, params, env_state, obs: jax.Array, obs_stats, env_para
         # `[2, B, ...]`, the two end flags as the bits of one uint8.
         outputs = (jnp.stack([obs, info["final_observation"]]), action,
                    policy.log_prob(policy_out, action), value, reward.astype(jnp.float32),
-                   terminated.astype(jnp.uint8) | truncated.astype(jnp.uint8) << 1)
-        return pack((env_state, next_obs, sums)), outputs
+                   terminated.astype(jnp.uint8) | truncated.astype(jnp.uint8) << 1, cell_carry)
+        if memory is not None:
+            memory = Memory(cell_carry, done)  # reset where `first`, at the next step
+        return pack((env_state, next_obs, sums, memory)), outputs
 
-    carry, outputs = jax.lax.scan(step, pack((env_state, obs, no_episodes)),
+    carry, outputs = jax.lax.scan(step, pack((env_state, obs, no_episodes, memory)),
                                   (noise.action_noise, env_keys, resets))
-    env_state, obs, episodes = unpack(carry)
-    obs_and_next, action, log_prob, value, reward, ends = outputs  # obs_and_next: [T, 2, B, ...]
-    if network.shared:
-        next_value = _values(agent, params, obs_stats, obs_and_next[:, 1])
+    env_state, obs, episodes, memory = unpack(carry)
+    # obs_and_next: [T, 2, B, ...]; cell_carries: [T, B, C], a recurrent policy's after each step
+    obs_and_next, action, log_prob, value, reward, ends, cell_carries = outputs
+    if value is not None:
+        next_value = _values(agent, params, obs_stats, obs_and_next[:, 1], cell_carries)
     else:  # one pass of the value tower over the observations and the next ones
         values = _values(agent, params, obs_stats, obs_and_next)
         value, next_value = values[:, 0], values[:, 1]
     transition = Transition(obs_and_next[:, 0], obs_and_next[:, 1], action, log_prob, value,
                             next_value, reward, (ends & 1) > 0, (ends & 2) > 0)
-    return Rollout(env_state, obs, transition, episodes)
+    return Rollout(env_state, obs, transition, episodes, memory)
 
 
-def _values(agent: Agent, params, obs_stats, obs: jax.Array) -> jax.Array:
-    """V of every observation `obs [T, *batch, *obs_shape]` -> `[T, *batch]`: in one pass of
-    the value tower when it sees at most `MAX_VALUE_PASS_SAMPLES` observations, else in
-    chunks of consecutive steps, one after another, so that the network's activations for the
-    whole rollout (with a CNN, tens of GiB at thousands of envs) are never held at once."""
+def _values(agent: Agent, params, obs_stats, obs: jax.Array,
+            carry: Optional[jax.Array] = None) -> jax.Array:
+    """V of every observation `obs [T, *batch, *obs_shape]` -> `[T, *batch]` (a recurrent
+    policy's after its `carry [T, *batch, C]`): in one pass of the value tower when it sees at
+    most `MAX_VALUE_PASS_SAMPLES` observations, else in chunks of consecutive steps, one after
+    another, so that the network's activations for the whole rollout (with a CNN, tens of GiB
+    at thousands of envs) are never held at once."""
     num_steps, batch_ndim = obs.shape[0], obs.ndim - len(agent.obs_shape)
     samples_per_step = math.prod(obs.shape[1:batch_ndim])
     chunk = max((steps for steps in range(1, num_steps + 1) if num_steps % steps == 0
                  and steps * samples_per_step <= MAX_VALUE_PASS_SAMPLES), default=1)
 
-    def values(obs):  # [steps, *batch, *obs_shape] -> [steps, *batch]
-        return agent.network.apply(params, agent.observe(obs_stats, obs), batch_ndim,
-                                   method=ActorCritic.value)
+    def values(inputs):  # [steps, *batch, *obs_shape] (and carry) -> [steps, *batch]
+        obs, carry = inputs
+        network_obs = agent.observe(obs_stats, obs)
+        if carry is None:
+            return agent.network.apply(params, network_obs, batch_ndim, method=ActorCritic.value)
+        batch = obs.shape[:batch_ndim]
+        flat = math.prod(batch)
+        value = agent.network.apply(
+            params, carry.reshape(flat, -1), network_obs.reshape(flat, *agent.obs_shape),
+            jnp.zeros((flat,), bool), method=RecurrentActorCritic.value)
+        return value.reshape(batch)
 
     if chunk == num_steps:
-        return values(obs)
-    chunks = jax.lax.map(values, obs.reshape(num_steps // chunk, chunk, *obs.shape[1:]))
-    return chunks.reshape(obs.shape[:batch_ndim])
+        return values((obs, carry))
+    chunked = jax.tree.map(lambda x: x.reshape(num_steps // chunk, chunk, *x.shape[1:]),
+                           (obs, carry))
+    return jax.lax.map(values, chunked).reshape(obs.shape[:batch_ndim])

@@ -187,3 +187,47 @@ class NaNChain(Chain):
         obs, state, reward, terminated, info = super().step_env(key, state, action, params)
         reward = jnp.where(jax.random.uniform(key) < 0.0002, jnp.nan, reward)
         return obs, state, reward, terminated, info
+
+
+@struct.dataclass
+class RecallState(environment.EnvState):
+    cue: jax.Array  # int32, 0 or 1
+    time: int
+
+
+@struct.dataclass
+class RecallParams(environment.EnvParams):
+    delay: int = 2  # blank steps between the cue and the answer
+    max_steps_in_episode: int = 10
+
+
+class Recall(environment.Environment):
+    """A memory test: the first observation shows a random cue (-1 or +1), the next `delay`
+    show nothing; the episode's last action (step `delay + 1`) earns 1 if it names the cue
+    (action 1 for +1, 0 for -1). Observations `[cue or 0, answer step]`. A policy without memory
+    is right half the time (expected return 0.5); one that remembers, always (1.0)."""
+
+    @property
+    def default_params(self):
+        return RecallParams()
+
+    def step_env(self, key, state, action, params):
+        answering = state.time == params.delay
+        reward = jnp.where(answering & (action == state.cue), 1.0, 0.0)
+        state = RecallState(cue=state.cue, time=state.time + 1)
+        return self.get_obs(state, params), state, reward, answering, {}
+
+    def reset_env(self, key, params):
+        state = RecallState(cue=jax.random.bernoulli(key).astype(jnp.int32), time=jnp.int32(0))
+        return self.get_obs(state, params), state
+
+    def get_obs(self, state, params=None, key=None):
+        params = self.default_params if params is None else params
+        cue = jnp.where(state.time == 0, 2.0 * state.cue - 1.0, 0.0)
+        return jnp.stack([cue, jnp.float32(state.time == params.delay)])
+
+    def observation_space(self, params):
+        return spaces.Box(-1.0, 1.0, (2,), jnp.float32)
+
+    def action_space(self, params=None):
+        return spaces.Discrete(2)

@@ -1,0 +1,141 @@
+"""A trained policy from Python: `purerl.load(run_dir)`, then `act` and `evaluate`.
+
+    policy = purerl.load("outputs/2026-12-02/10-00-00")
+    obs, state = policy.env.reset(key, policy.env_params)
+    action, carry = policy.act(obs)                       # greedy (temperature 0)
+    action, carry = policy.act(obs, carry, key=k, temperature=1.0)
+    policy.evaluate(episodes=32)                          # {"1.0": {"return", "length"}, ...}
+
+Observations are those the trained network read: the env's, one-hot for Discrete observation
+spaces and stacked with `env.frame_stack`, as `policy.env` (the env as the trainer stepped it)
+returns them; normalization with the run's statistics happens inside `act`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any, Dict, Optional, Sequence, Tuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from purerl.agent import Memory, make_agent
+from purerl.checkpoint import restore_run
+from purerl.config import Config, ConfigError, validate
+from purerl.envs import make_env, wrap_env
+from purerl.evaluation import make_evaluator
+from purerl.logging import RunHistory
+
+
+@dataclasses.dataclass
+class TrainedPolicy:
+    """One member (seed) of a saved run: its config, params and observation statistics."""
+
+    config: Config
+    params: Any  # the network's params, one member's (no seed axis)
+    obs_stats: Any  # the running observation statistics the network input is standardized by
+    member: int  # which seed of the run
+    update: int  # the update its checkpoint was saved at
+    env: Any  # the env as the trainer stepped it (gymnax interface: reset, step)
+    env_params: Any
+    base_env: Any = dataclasses.field(repr=False)  # the env inside `env`'s wrappers
+
+    def __post_init__(self):
+        self._agent = make_agent(self.config, self.base_env, self.env_params)
+        self._act = jax.jit(self._act_batch)
+
+    @property
+    def obs_shape(self) -> Tuple[int, ...]:
+        """The shape of one observation `act` takes."""
+        return self._agent.obs_shape
+
+    @property
+    def recurrent(self) -> bool:
+        return self._agent.recurrent
+
+    def initial_carry(self, batch: Optional[int] = None) -> Optional[jax.Array]:
+        """A recurrent policy's carry at an episode's start, zeros `[batch, carry_size]` (`[C]`
+        when `batch` is None); None for a feed-forward policy. Reset an env's row to zeros when
+        its episode ends."""
+        if not self.recurrent:
+            return None
+        carry = self._agent.network.initial_carry((1 if batch is None else batch,))
+        return carry[0] if batch is None else carry
+
+    def _act_batch(self, obs, carry, noise, temperature):
+        agent = self._agent
+        memory = None if carry is None else Memory(carry, jnp.zeros(obs.shape[:1], bool))
+        policy_out, _, carry = agent.policy_step(self.params, self.obs_stats, obs, memory)
+        action = agent.policy.sample(policy_out, noise, temperature)
+        return agent.spec.to_env(action), carry
+
+    def act(self, obs, carry=None, key: Optional[jax.Array] = None,
+            temperature: float = 0.0) -> Tuple[jax.Array, Optional[jax.Array]]:
+        """The env's action for `obs` (one `[*obs_shape]` or a batch `[B, *obs_shape]`) and
+        the carry after it (None for a feed-forward policy). `carry`: what the previous call
+        returned, None at an episode's start. `temperature` 0.0 takes the most likely action;
+        above 0 samples, with `key`."""
+        obs = jnp.asarray(obs)
+        single = obs.shape == self.obs_shape
+        if not single and obs.shape[1:] != self.obs_shape:
+            raise ValueError(f"act: obs of shape {obs.shape}; this policy takes "
+                             f"{self.obs_shape} or a batch [B, *{self.obs_shape}]")
+        if temperature > 0 and key is None:
+            raise ValueError(f"act: temperature={temperature} samples the action: pass key=")
+        batch = obs[None] if single else obs
+        num = batch.shape[0]
+        if self.recurrent:
+            if carry is None:
+                carry = self.initial_carry(num)
+            else:
+                carry = jnp.asarray(carry)[None] if single else jnp.asarray(carry)
+        policy = self._agent.policy
+        noise = (jnp.zeros(policy.noise_shape((num,)), jnp.float32) if key is None
+                 else policy.noise(key, (num,)))  # temperature 0 reads no noise
+        action, carry = self._act(batch, carry, noise, jnp.float32(temperature))
+        if single:
+            action, carry = jax.tree.map(lambda x: x[0], (action, carry))
+        return action, carry
+
+    def evaluate(self, episodes: int = 16, temperatures: Optional[Sequence[float]] = None,
+                 max_steps: Optional[int] = None, seed: int = 0) -> Dict[str, Dict[str, float]]:
+        """`episodes` episodes per temperature (default: the run's `eval.temperatures`) on
+        fresh envs, each at most `max_steps` steps (default: the run's `eval.max_steps`):
+        `{temperature: {"return": mean, "length": mean}}`."""
+        evaluation = dataclasses.replace(
+            self.config.eval, num_episodes=episodes,
+            temperatures=list(self.config.eval.temperatures if temperatures is None
+                              else temperatures),
+            max_steps=self.config.eval.max_steps if max_steps is None else max_steps)
+        config = validate(dataclasses.replace(self.config, eval=evaluation), None)
+        evaluator = make_evaluator(config, self.base_env, self.env_params)
+        result = jax.jit(evaluator.evaluate)(self.params, self.obs_stats, jax.random.key(seed))
+        returns, lengths = np.asarray(result.episode_return), np.asarray(result.episode_length)
+        return {str(float(t)): {"return": float(r), "length": float(n)}
+                for t, r, n in zip(evaluation.temperatures, returns, lengths)}
+
+
+def best_member(record: Dict) -> int:
+    """The seed with the best final return in a checkpoint's record (0 when none ended an
+    episode)."""
+    finals = RunHistory.from_record(record["history"]).final_returns()
+    scored = [(r, -i) for i, r in enumerate(finals) if r is not None]
+    return -max(scored)[1] if scored else 0
+
+
+def load(run_dir, checkpoint: str = "final", member: Optional[int] = None) -> TrainedPolicy:
+    """The policy of a run directory's `final` (newest) or `best` checkpoint; `member`: which
+    seed of a multi-seed run (default: the one with the best final return). Raises
+    ConfigError (a ValueError) for a directory without checkpoints or a member out of range."""
+    saved = restore_run(Path(run_dir), checkpoint)
+    num_seeds = saved.config.num_seeds
+    member = best_member(saved.record) if member is None else member
+    if not 0 <= member < num_seeds:
+        raise ConfigError(f"member={member}: {run_dir} has {num_seeds} seed(s), 0-{num_seeds - 1}")
+    state = jax.tree.map(lambda x: jnp.asarray(x[member]), saved.state)
+    env, env_params = make_env(saved.config.env)
+    return TrainedPolicy(saved.config, state.params, state.normalizer.obs, member, saved.update,
+                         wrap_env(env, saved.config.env, env_params), env_params, env)
+
