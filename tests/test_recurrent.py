@@ -24,7 +24,7 @@ RECALL = {"env.name": "custom_envs:Recall", "env.num_envs": 8, "ppo.num_steps": 
           "ppo.num_minibatches": 2, "ppo.num_epochs": 4, "ppo.lr": 3e-3, "ppo.ent_coef": 0.0,
           "network.rnn": "gru", "network.rnn_size": 16, "network.hidden_sizes": [16],
           "network.shared": True}
-# 4 envs x 16 steps through the CLI, a GRU of 8 units.
+# 4 envs x 16 steps through the CLI, GRUs of 8 units (policy and value: a carry of 16).
 TINY_GRU = ["+env=cartpole", "network=gru", "network.rnn_size=8", "network.hidden_sizes=[8]",
             "ppo.num_steps=16", "ppo.num_epochs=2", "ppo.num_minibatches=2", "log.progress=false",
             "eval.num_episodes=2", "eval.max_steps=20"]
@@ -69,15 +69,20 @@ def test_an_episode_start_gives_exactly_the_fresh_start_output(cell, shared):
     np.testing.assert_allclose(value_alone, continued[2], rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("cell", ["gru", "lstm"])
-def test_first_minibatch_replays_the_rollouts_log_probs(make_config, cell):
+@pytest.mark.parametrize("cell, env_name", [("gru", "custom_envs:Recall"),
+                                             ("lstm", "custom_envs:Recall"),
+                                             ("gru", "custom_envs:Reach")])
+def test_first_minibatch_replays_the_rollouts_log_probs(make_config, cell, env_name):
     """One minibatch of whole sequences, replayed from the carry stored at the rollout's start
-    with the rollout's resets (Recall's episodes end inside every rollout): before its step,
-    the ratio is exactly 1 (approx KL 0.0, nothing clipped)."""
-    config = make_config(**{**RECALL, "network.rnn": cell, "ppo.num_minibatches": 1,
-                            "ppo.num_epochs": 1, "total_timesteps": 3 * 96})
+    with the rollout's resets (episodes end inside every rollout; Reach's Box actions take a
+    Gaussian policy): before its step, the ratio is exactly 1 (approx KL 0.0, nothing
+    clipped)."""
+    config = make_config(**{**RECALL, "network.rnn": cell, "env.name": env_name,
+                            "ppo.num_minibatches": 1, "ppo.num_epochs": 1,
+                            "total_timesteps": 3 * 96})
     _, metrics = jax.jit(make_train(config))(jax.random.key(0))
     assert np.all(np.asarray(metrics.episode_count) > 0)
+    assert np.all(np.isfinite(np.asarray(metrics.policy_loss)))
     np.testing.assert_array_equal(np.asarray(metrics.approx_kl), 0.0)
     np.testing.assert_array_equal(np.asarray(metrics.clip_frac), 0.0)
 
@@ -106,6 +111,10 @@ def test_recurrent_chunked_run_is_bit_identical_to_one_shot_train(make_config):
         chunks.append(jax.tree.map(lambda x: np.asarray(x)[:, :num], metrics))
     chunked = jax.tree.map(lambda *xs: np.concatenate(xs, axis=1), *chunks)
     jax.tree.map(np.testing.assert_array_equal, whole, chunked)
+    counts = np.asarray(whole.episode_count)  # the means users read: sums over counts
+    assert counts.min() > 0
+    np.testing.assert_allclose(whole.episode_return, np.asarray(whole.episode_return_sum) / counts)
+    np.testing.assert_allclose(whole.episode_length, np.asarray(whole.episode_length_sum) / counts)
     jax.tree.map(np.testing.assert_array_equal, (whole_state.params, whole_state.memory),
                  (state.params, state.memory))
     assert whole_state.memory.carry.shape == (2, 8, 16)
@@ -165,7 +174,7 @@ def test_load_acts_and_evaluates_a_recurrent_and_a_feed_forward_run(gru_run, tmp
     assert policy.obs_shape == (4,)
     obs, state = policy.env.reset(jax.random.key(0), policy.env_params)
     action, carry = policy.act(obs)
-    assert action.shape == () and carry.shape == (8,)
+    assert action.shape == () and carry.shape == (16,)
     again, carry_again = policy.act(obs, policy.initial_carry())
     assert int(again) == int(action)
     np.testing.assert_array_equal(carry, carry_again)
@@ -173,7 +182,7 @@ def test_load_acts_and_evaluates_a_recurrent_and_a_feed_forward_run(gru_run, tmp
     assert not np.array_equal(later, carry)  # the carry moves on
     batch = jnp.stack([obs, obs, obs])
     actions, carries = policy.act(batch, key=jax.random.key(1), temperature=1.0)
-    assert actions.shape == (3,) and carries.shape == (3, 8)
+    assert actions.shape == (3,) and carries.shape == (3, 16)
     np.testing.assert_allclose(carries[0], carry, rtol=1e-6)
     with pytest.raises(ValueError, match="temperature=1.0 samples the action: pass key="):
         policy.act(obs, temperature=1.0)
@@ -202,14 +211,24 @@ def test_gru_and_lstm_through_the_cli_with_evaluation(gru_run, tmp_path):
     summary = json.loads((gru_run / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["eval_return"]["0.0"] > 0
     result = subprocess.run([sys.executable, "-m", "purerl.evaluate", f"run={gru_run}",
-                             "episodes=2", "max_steps=10"], cwd=REPO, capture_output=True,
-                            text=True, timeout=600)
+                             "episodes=2", "max_steps=10", "render=true"], cwd=REPO,
+                            capture_output=True, text=True, timeout=600)
     assert result.returncode == 0 and "| " in result.stdout, result.stderr[-3000:]
+    assert (gru_run / "episode_T1.0.gif").read_bytes()[:6] == b"GIF89a"
     _cli_ok("+env=gymnax", "env.name=custom_envs:ComboLock", *TINY_GRU[1:], "network=lstm",
             "network.rnn_size=8", "network.hidden_sizes=[8]", "env.frame_stack=2",
             "total_timesteps=128", f"hydra.run.dir={tmp_path}")
     config = restore_run(tmp_path).config
     assert config.network.rnn == "lstm" and config.env.frame_stack == 2
+
+
+def test_init_from_a_recurrent_run(gru_run, tmp_path):
+    """A recurrent run started from another's params (a learning rate of ~0 keeps them)."""
+    _cli_ok(*TINY_GRU, "num_seeds=2", "total_timesteps=64", "ppo.lr=1e-12",
+            "ppo.anneal_lr=false", f"init_from={gru_run}", f"hydra.run.dir={tmp_path}")
+    source, state = restore_run(gru_run).state, restore_run(tmp_path).state
+    for a, b in zip(jax.tree.leaves(source.params), jax.tree.leaves(state.params)):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-6)
 
 
 def test_evaluate_cli_help():
@@ -227,6 +246,6 @@ def test_a_recurrent_run_on_two_devices(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["devices"] == 2 and summary["final_return"] > 0
-    assert restore_run(tmp_path).state.memory.carry.shape == (1, 4, 8)
+    assert restore_run(tmp_path).state.memory.carry.shape == (1, 4, 16)
     action, carry = purerl.load(tmp_path).act(np.zeros(4, np.float32))
-    assert int(action) in (0, 1) and carry.shape == (8,)
+    assert int(action) in (0, 1) and carry.shape == (16,)
