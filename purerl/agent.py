@@ -2,7 +2,8 @@
 
 `make_agent(config, env, env_params) -> Agent`: the env's action spec, the policy's
 distribution, the network, and the env as the trainer steps it (wrapped: auto-reset, one-hot,
-frame stack, episode stats), vmapped over envs.
+frame stack, episode stats), vmapped over envs; `Agent.policy_step` acts with or without a
+recurrent policy's `Memory`.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from purerl.distributions import ActionDistribution
 from purerl.envs import check_env, takes_drawn_resets, wrap_env
 from purerl.envs.normalization import network_input
 from purerl.networks import ActorCritic, ActorCriticBase, make_network
+from purerl.recurrent import RecurrentActorCritic
 from purerl.spaces import ActionSpec
 
 
@@ -45,7 +47,7 @@ class Agent(NamedTuple):
 
     @property
     def recurrent(self) -> bool:
-        return hasattr(self.network, "carry_size")
+        return isinstance(self.network, RecurrentActorCritic)
 
     def example_inputs(self) -> Tuple:
         """Inputs of one step of one env, to initialize the network with."""

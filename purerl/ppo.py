@@ -3,7 +3,8 @@ device (or one device's share of the envs under `shard_map`).
 
 `init(key, hparams) -> RunnerState`; `update(state) -> (state, Metrics)`: a rollout
 (`purerl.rollout`), GAE (`purerl.gae`), then the learner's epochs x minibatches
-(`purerl.learner`), with the metrics reduced to scalars inside the graph.
+(`purerl.learner`), with the metrics reduced to scalars inside the graph. A recurrent policy's
+memory rides in the state; its learner gets whole env sequences rather than samples.
 """
 
 from __future__ import annotations

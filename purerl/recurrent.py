@@ -15,7 +15,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from purerl.networks import ActorCriticBase, _dense, orthogonal
+from purerl.networks import MLP, ActorCriticBase, _dense, orthogonal
 
 CELLS = ("gru", "lstm")
 _GATES = {"gru": 3, "lstm": 4}  # gate blocks of the input and recurrent kernels
@@ -23,78 +23,81 @@ _STATES = {"gru": 1, "lstm": 2}  # [H]-sized states per cell: h; c and h
 
 
 def _forget_bias_one(size: int):
-    """An LSTM's bias `[4H]`, gates (i, f, g, o): zero but for the forget gate's ones (so
+    """LSTM biases `[K, 1, 4H]`, gates (i, f, g, o): zero but for the forget gate's ones (so
     that a fresh cell keeps its state; Jozefowicz et al. 2015)."""
 
     def init(key, shape, dtype=jnp.float32):
-        return jnp.zeros(shape, dtype).at[size:2 * size].set(1.0)
+        return jnp.zeros(shape, dtype).at[..., size:2 * size].set(1.0)
 
     return init
 
 
 class CellWeights(NamedTuple):
-    """What one recurrent step reads: the recurrent kernel `[H, G*H]` and, for a GRU, the
-    bias of its candidate's recurrent part `[H]`."""
+    """What one recurrent step of `K` cells reads: the recurrent kernels `[K, H, G*H]` and, for
+    a GRU, the biases of its candidate's recurrent part `[K, 1, H]`."""
 
     recurrent_kernel: jax.Array
     recurrent_bias: Any
 
 
-class Cell(nn.Module):
-    """A GRU or LSTM layer of `size` units, its input projection apart from its recurrence:
-    `project` maps features `[N, D] -> [N, G*H]`, `weights()` gives what `cell_step` needs. Kernels orthogonal (gain 1; the recurrent one per
-    gate block), biases zero (an LSTM's forget gate one)."""
+class Cells(nn.Module):
+    """`num_towers` separate GRU or LSTM layers of `size` units each, run as one batched layer
+    (as `MLP(num_towers=...)` runs towers: one kernel call for all), each layer's input
+    projection apart from its recurrence: `project` maps features `[K, N, D] -> [K, N, G*H]`,
+    `weights()` gives what `cell_step` needs; `towers` (a slice) picks some of the layers.
+    Kernels orthogonal (gain 1; the recurrent one per gate block), biases zero (an LSTM's
+    forget gate one)."""
 
     kind: str  # gru | lstm
     size: int
+    num_towers: int = 1
 
-    def setup(self):
-        gates, size = _GATES[self.kind], self.size
-        self.input_projection = nn.Dense(
-            gates * size, kernel_init=orthogonal(1.0),
-            bias_init=(_forget_bias_one(size) if self.kind == "lstm"
-                       else nn.initializers.zeros))
-        self.recurrent_kernel = self.param(
-            "recurrent_kernel", orthogonal(1.0, batch_ndim=1), (gates, size, size))
-        if self.kind == "gru":
-            self.recurrent_bias = self.param("recurrent_bias", nn.initializers.zeros, (size,))
-
-    def project(self, x: jax.Array) -> jax.Array:
-        return self.input_projection(x)
-
-    def weights(self) -> CellWeights:
-        gates, size = _GATES[self.kind], self.size
-        kernel = self.recurrent_kernel.transpose(1, 0, 2).reshape(size, gates * size)
-        return CellWeights(kernel, self.recurrent_bias if self.kind == "gru" else None)
+    @nn.compact
+    def __call__(self, features: jax.Array, towers: slice = slice(None)):
+        """`(projected [K', N, G*H], CellWeights)` of the `towers` (K' of them) for their
+        `features [K', N, D]`."""
+        gates, size, num = _GATES[self.kind], self.size, self.num_towers
+        kernel = self.param("input_kernel", orthogonal(1.0, batch_ndim=1),
+                            (num, features.shape[-1], gates * size))
+        bias = self.param("input_bias", (_forget_bias_one(size) if self.kind == "lstm"
+                                         else nn.initializers.zeros), (num, 1, gates * size))
+        recurrent = self.param("recurrent_kernel", orthogonal(1.0, batch_ndim=2),
+                               (num, gates, size, size))
+        recurrent_bias = (self.param("recurrent_bias", nn.initializers.zeros, (num, 1, size))
+                          if self.kind == "gru" else None)
+        projected = jnp.einsum("knd,kdg->kng", features, kernel[towers]) + bias[towers]
+        recurrent = recurrent[towers].transpose(0, 2, 1, 3).reshape(-1, size, gates * size)
+        return projected, CellWeights(recurrent, None if recurrent_bias is None
+                                      else recurrent_bias[towers])
 
 
 def cell_step(kind: str, weights: CellWeights, state: jax.Array,
               projected: jax.Array) -> Tuple[jax.Array, jax.Array]:
-    """One step of a cell: `state [N, S]` (GRU: h; LSTM: c then h) and the input's projection
-    `[N, G*H]` -> (new state `[N, S]`, output h `[N, H]`). A pure function of arrays, so that
-    it can run inside `lax.scan`."""
-    size = weights.recurrent_kernel.shape[0]
+    """One step of `K` cells: `state [K, N, S]` (GRU: h; LSTM: c then h) and the inputs'
+    projections `[K, N, G*H]` -> (new state `[K, N, S]`, output h `[K, N, H]`). A pure function
+    of arrays."""
+    size = weights.recurrent_kernel.shape[-2]
     if kind == "gru":  # gates r, z, candidate n (as flax's and PyTorch's GRU)
         recurrent = state @ weights.recurrent_kernel
-        reset = jax.nn.sigmoid(projected[:, :size] + recurrent[:, :size])
-        update = jax.nn.sigmoid(projected[:, size:2 * size] + recurrent[:, size:2 * size])
-        candidate = jnp.tanh(projected[:, 2 * size:]
-                             + reset * (recurrent[:, 2 * size:] + weights.recurrent_bias))
+        reset = jax.nn.sigmoid(projected[..., :size] + recurrent[..., :size])
+        update = jax.nn.sigmoid(projected[..., size:2 * size] + recurrent[..., size:2 * size])
+        candidate = jnp.tanh(projected[..., 2 * size:]
+                             + reset * (recurrent[..., 2 * size:] + weights.recurrent_bias))
         h = (1.0 - update) * candidate + update * state
         return h, h
-    c, h = state[:, :size], state[:, size:]
+    c, h = state[..., :size], state[..., size:]
     gates = projected + h @ weights.recurrent_kernel  # i, f, g, o
-    c = (jax.nn.sigmoid(gates[:, size:2 * size]) * c
-         + jax.nn.sigmoid(gates[:, :size]) * jnp.tanh(gates[:, 2 * size:3 * size]))
-    h = jax.nn.sigmoid(gates[:, 3 * size:]) * jnp.tanh(c)
-    return jnp.concatenate([c, h], axis=1), h
+    c = (jax.nn.sigmoid(gates[..., size:2 * size]) * c
+         + jax.nn.sigmoid(gates[..., :size]) * jnp.tanh(gates[..., 2 * size:3 * size]))
+    h = jax.nn.sigmoid(gates[..., 3 * size:]) * jnp.tanh(c)
+    return jnp.concatenate([c, h], axis=-1), h
 
 
 class RecurrentActorCritic(ActorCriticBase):
     """The actor-critic with a cell (`cell`: gru | lstm, `rnn_size` units) between the torso
     and the heads: torso (MLP, CNN or serialized, as `ActorCritic`'s), cell, then the linear
     policy and value heads. `shared=False`: the value has a torso and a cell of its own.
-    Initialized as `ActorCritic` is (see `Cell` for the cells).
+    Initialized as `ActorCritic` is (see `Cells` for the cells).
 
     `__call__(carry [B, C], obs [B, *obs_shape], first [B]) -> (carry, policy output, value
     [B])`: one step. `unroll(carry [B, C], obs [T, B, ...], first [T, B])`: `T` steps, each as
@@ -121,38 +124,52 @@ class RecurrentActorCritic(ActorCriticBase):
         """The carry at an episode's start: zeros `[*batch, carry_size]`."""
         return jnp.zeros((*batch, self.carry_size), jnp.float32)
 
+    @property
+    def _batched_torso(self) -> bool:
+        """Separate policy and value MLPs over raw inputs run as one two-tower MLP."""
+        return not (self.shared or self.conv_channels or self.vocab_size)
+
     def setup(self):
-        self.torsos = [self._torso() for _ in range(self.num_cells)]
-        self.cells = [Cell(self.cell, self.rnn_size) for _ in range(self.num_cells)]
+        if self._batched_torso:
+            self.torsos = MLP(self.hidden_sizes, self.activation, num_towers=2)
+        else:
+            self.torsos = [self._torso() for _ in range(self.num_cells)]
+        self.cells = Cells(self.cell, self.rnn_size, self.num_cells)
         self.policy_head = _dense(self.num_outputs, 0.01)
         self.value_head = _dense(1, 1.0)
         if self.gaussian:
             self.log_std = self.param("log_std", nn.initializers.zeros, (self.num_outputs,))
 
+    def _features(self, x: jax.Array, towers: slice) -> jax.Array:
+        """The `towers`' torso features of `x [N, ...]`: `[K', N, F]`."""
+        if self._batched_torso:
+            if towers == slice(None):
+                return self.torsos(x)
+            return self.torsos(x, tower=towers.start)[None]
+        return jnp.stack([torso(x) for torso in self.torsos[towers]])
+
     def _recur(self, carry, obs, first, policy: bool = True):
         """The cells over `obs [T, B, ...]` -> (carry `[B, C]`, the policy head's output
         `[T, B, num_outputs]` (None when not `policy`), the value `[T, B]`). Without `policy`,
-        only the value's cell runs (all of them with a shared trunk) and the others keep their
+        only the value's cell runs (the one cell of a shared trunk) and the other keeps its
         state. Each step runs the torsos and heads too, on that step's `B` observations: the
         computation of the rollout's steps, so that a replayed sequence gives the rollout's
         outputs bit for bit (a torso run on all `T x B` observations at once rounds
         differently)."""
         num_cells, size = self.num_cells, self.state_size
-        cells = range(num_cells) if policy else (num_cells - 1,)
+        towers = slice(None) if policy else slice(num_cells - 1, num_cells)
 
         def step(module, carry, inputs):
             obs, first = inputs
             carry = jnp.where(first[:, None], 0.0, carry)
-            x = module._flat(obs, 1)
-            states = [carry[:, i * size:(i + 1) * size] for i in range(num_cells)]
-            outputs = {}
-            for i in cells:
-                states[i], outputs[i] = cell_step(module.cell, module.cells[i].weights(),
-                                                  states[i],
-                                                  module.cells[i].project(module.torsos[i](x)))
+            states = carry.reshape(-1, num_cells, size).swapaxes(0, 1)  # [K, B, S]
+            projected, weights = module.cells(module._features(module._flat(obs, 1), towers),
+                                              towers)
+            new_states, outputs = cell_step(module.cell, weights, states[towers], projected)
+            states = states.at[towers].set(new_states)
             head = module.policy_head(outputs[0]) if policy else None
-            value = module.value_head(outputs[num_cells - 1])[:, 0]
-            return jnp.concatenate(states, axis=1), (head, value)
+            value = module.value_head(outputs[-1])[:, 0]
+            return states.swapaxes(0, 1).reshape(carry.shape), (head, value)
 
         if first.shape[0] == 1:
             carry, outputs = step(self, carry, (obs[0], first[0]))
