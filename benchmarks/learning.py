@@ -2,12 +2,18 @@
 
     python benchmarks/learning.py                 # all presets in conf/env/ (but `gymnax`)
     python benchmarks/learning.py pendulum acrobot
+    python benchmarks/learning.py --memory        # memory envs: feed-forward against GRU
+    python benchmarks/learning.py --memory pointrobot-misc
 
 Each preset runs as `python -m purerl.train +env=<preset>` in a run directory under
 `benchmarks/results/learning/runs/` (not kept in git). Its summary and wall time are merged into
 `benchmarks/results/learning.json` (entries of presets not run this time are kept), its learning
 curve is plotted to `benchmarks/results/learning/<preset>.png`, all curves at hand to
 `benchmarks/results/learning.png`, and the table is printed as markdown for the README.
+
+`--memory` runs each of `MEMORY_PRESETS` twice, with `network=mlp` and with `network=gru` (the
+preset's other settings kept, 2 seeds vmapped, `num_seeds=2`), into
+`benchmarks/results/recurrent.json`, and prints both side by side.
 """
 
 from __future__ import annotations
@@ -28,23 +34,29 @@ import matplotlib.pyplot as plt  # noqa: E402
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "benchmarks" / "results"
 TARGETS = {"acrobot": -100.0, "pendulum": -300.0, "breakout-minatar": 10.0}  # issue 3's targets
+MEMORY_PRESETS = ["memorychain-bsuite", "metamaze-misc", "pointrobot-misc", "bernoullibandit-misc",
+                  "gaussianbandit-misc"]
+MEMORY_NETWORKS = ["mlp", "gru"]
 
 
 def all_presets() -> list[str]:
     return sorted(p.stem for p in (REPO / "conf" / "env").glob("*.yaml") if p.stem != "gymnax")
 
 
-def run_preset(preset: str, run_dir: Path) -> dict:
-    """Trains one preset with its defaults; returns its summary plus the wall time."""
+def run_preset(preset: str, run_dir: Path, *overrides: str) -> dict:
+    """Trains one preset with its defaults (and `overrides`); returns its summary plus the
+    wall time."""
     shutil.rmtree(run_dir, ignore_errors=True)
     start = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-m", "purerl.train", f"+env={preset}", f"hydra.run.dir={run_dir}"],
+        [sys.executable, "-m", "purerl.train", f"+env={preset}", *overrides,
+         f"hydra.run.dir={run_dir}"],
         cwd=REPO, capture_output=True, text=True,
     )
     wall_s = time.perf_counter() - start
     if proc.returncode:
-        raise RuntimeError(f"+env={preset} failed ({proc.returncode}): {proc.stderr[-2000:]}")
+        raise RuntimeError(f"+env={preset} {' '.join(overrides)} failed ({proc.returncode}): "
+                           f"{proc.stderr[-2000:]}")
     summary = json.loads((run_dir / "summary.json").read_text())
     return {**summary, "wall_s": round(wall_s, 1)}
 
@@ -102,10 +114,50 @@ def markdown_table(results: dict) -> str:
     return "\n".join(lines)
 
 
+def memory_table(results: dict) -> str:
+    """Feed-forward and GRU side by side: final return per seed, steps/s, wall time."""
+    lines = ["| preset | " + " | ".join(f"{n} final return (seeds 0, 1) | {n} steps/s | {n} wall s"
+                                       for n in MEMORY_NETWORKS) + " |",
+             "| --- |" + " ---: | ---: | ---: |" * len(MEMORY_NETWORKS)]
+    for preset in MEMORY_PRESETS:
+        cells = []
+        for network in MEMORY_NETWORKS:
+            r = results.get(f"{preset} network={network}")
+            if r is None:
+                cells += ["", "", ""]
+                continue
+            finals = ", ".join("n/a" if x is None else f"{x:.2f}"
+                               for x in r["final_return_per_seed"])
+            cells += [finals, f"{r['sps']:,.0f}", f"{r['wall_s']:.0f}"]
+        lines.append(f"| `{preset}` | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def run_memory(presets: list[str]) -> None:
+    """Each of `presets` with each of `MEMORY_NETWORKS`, 2 seeds each."""
+    runs = RESULTS / "learning" / "runs"
+    results_path = RESULTS / "recurrent.json"
+    results = json.loads(results_path.read_text()) if results_path.exists() else {}
+    for preset in presets:
+        for network in MEMORY_NETWORKS:
+            name = f"{preset} network={network}"
+            results[name] = run_preset(preset, runs / f"{preset}-{network}", f"network={network}",
+                                       "num_seeds=2")
+            results_path.write_text(json.dumps(results, indent=2) + "\n")
+            print(f"{name}: final return {results[name]['final_return_per_seed']}, "
+                  f"{results[name]['wall_s']} s", flush=True)
+    print(memory_table(results))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("presets", nargs="*", help="presets to run (default: all)")
+    parser.add_argument("presets", nargs="*",
+                        help="presets to run (default: all; with --memory, MEMORY_PRESETS)")
+    parser.add_argument("--memory", action="store_true",
+                        help="the memory presets with network=mlp and network=gru")
     args = parser.parse_args()
+    if args.memory:
+        return run_memory(args.presets or MEMORY_PRESETS)
     presets = args.presets or all_presets()
     curves = RESULTS / "learning"
     curves.mkdir(parents=True, exist_ok=True)

@@ -3,23 +3,39 @@
     python benchmarks/peer_driver.py purerl PROGRAMS OUT
     PEER_PYTHON benchmarks/peer_driver.py purejaxrl PROGRAMS OUT --purejaxrl CHECKOUT
 
-PROGRAMS is a JSON list of `{"num_envs", "total_timesteps", "num_seeds"}`; each is built at
-PureJaxRL's CartPole setting otherwise (128 steps, 4 epochs x 4 minibatches, two 64x64 tanh
-towers, lr 2.5e-4 annealed), then, in order: `jax.jit(train).lower(key)` (timed as lowering),
-`.compile()` (timed as compile) and one call of the compiled program up to
-`jax.block_until_ready` (timed as training). Several seeds are vmapped: `jax.vmap(train)` over
+PROGRAMS is a JSON list of `{"num_envs", "total_timesteps", "num_seeds", "network"}`; each is
+built at PureJaxRL's CartPole setting otherwise (128 steps, 4 epochs x 4 minibatches, lr 2.5e-4
+annealed, entropy 0.01, value clipped) with the network that "network" names (mlp when absent):
+
+- mlp: the setting of PureJaxRL's `ppo.py` `__main__`, two 64x64 tanh towers; purerl's default
+  network.
+- gru: the setting of PureJaxRL's `purejaxrl/ppo_rnn.py` `__main__` (its own, which here is the
+  same as ppo.py's but for the network): Dense(128) relu embedding, a GRU of 128 units, shared
+  by the policy and the value; purerl's `network=gru` (rnn_size 128, hidden_sizes [128], relu,
+  shared). Minibatches are groups of whole envs on both sides (4 envs / 4 minibatches: one env
+  each). What differs and stays: ppo_rnn.py's heads each have a Dense(128) relu layer before
+  their output layer (orthogonal gain 2), purerl's heads are linear from the GRU's output; and
+  its GRU is flax's `GRUCell`, input kernels lecun-normal, where purerl's are orthogonal (gain
+  1). The recurrent kernels (orthogonal), zero biases, the gate equations and the carry reset
+  at each episode's first step are the same.
+
+Then, in order: `jax.jit(train).lower(key)` (timed as lowering), `.compile()` (timed as
+compile) and one call of the compiled program up to `jax.block_until_ready` (timed as
+training). Several seeds are vmapped: `jax.vmap(train)` over
 split keys for PureJaxRL, as its README does; `Config(num_seeds=...)` for purerl. JSON with the
 timings and the final returns goes to OUT.
 
-The purejaxrl side imports `make_train` from the checkout's `purejaxrl/ppo.py` (with `DEBUG`
-off) and runs under the peer's Python, a venv with gymnax 0.0.x where purerl is not
-installed: this file imports nothing of purerl at its top. JAX's persistent compilation cache
-is turned off, so that every compile is cold.
+The purejaxrl side imports `make_train` from the checkout's `purejaxrl/ppo.py`, for gru from
+its `purejaxrl/ppo_rnn.py` (with `DEBUG` off; ppo_rnn.py's `nn` given the flax `GRUCell`
+signature it calls, see `flax_linen_of_2023`), and runs under the peer's Python, a venv with
+gymnax 0.0.x where purerl is not installed: this file imports nothing of purerl at its top.
+JAX's persistent compilation cache is turned off, so that every compile is cold.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import math
 import sys
@@ -50,16 +66,26 @@ PUREJAXRL_CONFIG = {
     "ANNEAL_LR": True,
     "DEBUG": False,
 }
+# The settings of PureJaxRL's `ppo_rnn.py` `__main__` (it has no ACTIVATION: its network is
+# fixed), its callback off too; TOTAL_TIMESTEPS, 5e5 there, is an int here, as NUM_ENVS is.
+PUREJAXRL_RNN_CONFIG = {k: v for k, v in PUREJAXRL_CONFIG.items() if k != "ACTIVATION"}
+# Each network's module of PureJaxRL, its config, and the key of its output's metrics.
+PUREJAXRL_NETWORKS = {"mlp": ("ppo", PUREJAXRL_CONFIG, "metrics"),
+                      "gru": ("ppo_rnn", PUREJAXRL_RNN_CONFIG, "metric")}
 
 
-def purerl_program(num_envs: int, total_timesteps: int, num_seeds: int):
+def purerl_program(num_envs: int, total_timesteps: int, num_seeds: int, network: str):
     """(train, key, env steps of all seeds, episode sums) for purerl; `episode_sums(output)`
     gives the per-seed, per-update return sums and episode counts, `[S, U]` each."""
     import purerl
-    from purerl.config import Config, EnvConfig
+    from purerl.config import Config, EnvConfig, NetworkConfig
 
+    networks = {"mlp": NetworkConfig(),  # two 64x64 tanh towers
+                "gru": NetworkConfig(rnn="gru", rnn_size=128, hidden_sizes=[128],
+                                     activation="relu", shared=True)}
     config = Config(total_timesteps=total_timesteps, num_seeds=num_seeds,
-                    env=EnvConfig(name="CartPole-v1", num_envs=num_envs))
+                    env=EnvConfig(name="CartPole-v1", num_envs=num_envs),
+                    network=networks[network])
     purerl.validate(config, jax.local_device_count())
 
     def episode_sums(output):
@@ -70,14 +96,46 @@ def purerl_program(num_envs: int, total_timesteps: int, num_seeds: int):
     return purerl.make_train(config), jax.random.key(SEED), env_steps, episode_sums
 
 
-def purejaxrl_program(checkout: Path, num_envs: int, total_timesteps: int, num_seeds: int):
-    """The same as `purerl_program`, for PureJaxRL's `ppo.py` in `checkout`."""
-    peer_dir = str(checkout / "purejaxrl")
-    if peer_dir not in sys.path:  # ppo.py imports its sibling wrappers.py
-        sys.path.insert(0, peer_dir)
-    from ppo import make_train
+def flax_linen_of_2023():
+    """`flax.linen` as `ppo_rnn.py` calls it, for its module global `nn`: with flax 0.12's
+    `GRUCell` under the signature it had before flax's 2023 RNN-cell refactor, which
+    ppo_rnn.py was written for (on flax 0.12 as is, it fails: PureJaxRL issue #29). It calls
+    `nn.GRUCell()` without `features` (the cell's `__call__` takes its width from the carry,
+    then as now) and the static `nn.GRUCell.initialize_carry(rng, batch_dims, size)` (zeros
+    then; flax 0.12's is a method of a cell with `features`). The same cell, parameters and
+    initializers otherwise; nothing else of `flax.linen` changes, nor anything outside
+    ppo_rnn.py."""
+    import types
 
-    config = dict(PUREJAXRL_CONFIG, NUM_ENVS=num_envs, TOTAL_TIMESTEPS=total_timesteps)
+    import flax.linen
+
+    class GRUCell(flax.linen.GRUCell):
+        features: int = 0  # read by `initialize_carry` only, which this class replaces
+
+        @staticmethod
+        def initialize_carry(rng, batch_dims, size):
+            return jnp.zeros((*batch_dims, size))
+
+    linen = types.ModuleType("flax.linen")
+    linen.__dict__.update(vars(flax.linen))
+    linen.GRUCell = GRUCell
+    return linen
+
+
+def purejaxrl_program(checkout: Path, num_envs: int, total_timesteps: int, num_seeds: int,
+                      network: str):
+    """The same as `purerl_program`, for PureJaxRL's `ppo.py` (mlp) or `ppo_rnn.py` (gru) in
+    `checkout`."""
+    peer_dir = str(checkout / "purejaxrl")
+    if peer_dir not in sys.path:  # ppo.py and ppo_rnn.py import their sibling wrappers.py
+        sys.path.insert(0, peer_dir)
+    module, settings, metrics_key = PUREJAXRL_NETWORKS[network]
+    module = importlib.import_module(module)
+    if network == "gru":
+        module.nn = flax_linen_of_2023()
+    make_train = module.make_train
+
+    config = dict(settings, NUM_ENVS=num_envs, TOTAL_TIMESTEPS=total_timesteps)
     train = make_train(config)  # writes NUM_UPDATES and MINIBATCH_SIZE into `config`
     num_updates = int(config["NUM_UPDATES"])
     key = jax.random.PRNGKey(SEED)
@@ -85,7 +143,7 @@ def purejaxrl_program(checkout: Path, num_envs: int, total_timesteps: int, num_s
         train, key = jax.vmap(train), jax.random.split(key, num_seeds)
 
     def episode_sums(output):
-        info = output["metrics"]  # per step: [(S,) U, T, B]
+        info = output[metrics_key]  # per step: [(S,) U, T, B]
         ended = np.asarray(info["returned_episode"]).reshape(num_seeds, num_updates, -1)
         returns = np.asarray(info["returned_episode_returns"]).reshape(ended.shape)
         return (returns * ended).sum(-1), ended.sum(-1)
@@ -136,9 +194,10 @@ def main() -> None:
     jax.block_until_ready(jax.jit(lambda x: x + 1)(jnp.zeros(())))
     results = []
     for spec in args.programs:
-        sizes = (spec["num_envs"], spec["total_timesteps"], spec["num_seeds"])
-        program = (purerl_program(*sizes) if args.side == "purerl"
-                   else purejaxrl_program(args.purejaxrl, *sizes))
+        settings = (spec["num_envs"], spec["total_timesteps"], spec["num_seeds"],
+                 spec.get("network", "mlp"))
+        program = (purerl_program(*settings) if args.side == "purerl"
+                   else purejaxrl_program(args.purejaxrl, *settings))
         results.append(dict(spec, **measure(*program)))
     args.out.write_text(json.dumps(results, indent=2) + "\n")
 

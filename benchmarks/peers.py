@@ -1,18 +1,23 @@
-"""purerl and PureJaxRL's `ppo.py` side by side, at the same settings, taking turns.
+"""purerl and PureJaxRL (`ppo.py`, `ppo_rnn.py`) side by side, at the same settings, in turns.
 
     python benchmarks/peers.py --purejaxrl ../purejaxrl --peer-python ../peer-venv/bin/python
     python benchmarks/peers.py --purejaxrl ../purejaxrl --peer-python ... --rows 4envs 8seeds
+    python benchmarks/peers.py --rows gru-vs-mlp   # purerl alone: no checkout needed
 
 No peer code is in this repository. PureJaxRL is public on GitHub; its `ppo.py` was written for
 gymnax 0.0.x's five-value step, and the `wrappers.py` it imports imports brax and navix, so it
-runs in a venv of its own, with the same jax as purerl's so that both run on the same XLA:
+runs in a venv of its own, with the same jax as purerl's so that both run on the same XLA
+(`ppo_rnn.py` calls `GRUCell` as flax did before its 2023 RNN-cell refactor, and fails on flax
+0.12 as is, PureJaxRL issue #29: `peer_driver.py` gives it flax 0.12's cell under the old
+signature, the same cell otherwise):
 
     git clone https://github.com/luchris429/purejaxrl ../purejaxrl   # measured at 31756b1
     python3.11 -m venv ../peer-venv
     ../peer-venv/bin/pip install jax==0.10.2 jaxlib==0.10.2 gymnax==0.0.9 flax==0.12.8 \\
         optax==0.2.8 distrax==0.1.9 brax==0.14.2 navix==0.7.4
 
-Without --purejaxrl it prints how to get a checkout and exits 0.
+Without --purejaxrl it prints how to get a checkout and exits 0, unless every row asked for is
+purerl's alone (gru-vs-mlp).
 
 Rows (--rows; all by default), each measured --repeats times with the two sides taking turns
 (purerl, PureJaxRL, purerl, ...), so that a slow spell of this shared machine hits both alike:
@@ -27,12 +32,24 @@ Rows (--rows; all by default), each measured --repeats times with the two sides 
   purerl's Python and by --peer-python) times the compile of the whole-run program
   `jax.jit(make_train(...)).lower(key).compile()` apart from one run of it: 4 envs x 5e5 steps;
   1024 envs x 5e6 steps; 4 envs x 1e5 steps, 1 seed and then 8 vmapped seeds in one process.
+- gru: the same, at the setting of the checkout's `purejaxrl/ppo_rnn.py` `__main__` (CartPole,
+  4 envs x 128 steps, 5e5 steps, 4 epochs x 4 minibatches of whole envs, lr 2.5e-4 annealed,
+  entropy 0.01: ppo.py's) against purerl's `network=gru` configured to match: a Dense(128)
+  relu embedding, a GRU of 128 units, both shared by policy and value. Not the same network:
+  ppo_rnn.py's policy and value heads each have a Dense(128) relu layer before their output
+  layer, purerl's are linear on the GRU's output (no setting of purerl adds them); and flax's
+  GRU inits its input kernels lecun-normal, purerl orthogonal. See peer_driver.py.
+- gru-vs-mlp: purerl against itself, both sides through `peer_driver.py` under purerl's Python,
+  taking turns (GRU, MLP, GRU, ...): the gru row's purerl program against the 4envs row's
+  (purerl's default MLP, two 64x64 tanh towers), at that one CartPole setting. Its own table:
+  GRU / MLP of the compile times and of the steps/s, what memory costs.
 
 Writes results/peers.json (every turn's numbers, the machine, both sides' package versions)
-and prints a markdown table of medians (min-max). Ratios are purerl / PureJaxRL of the two
-medians, with their range over the turns: of times (< 1: purerl faster) or of steps/s (> 1:
-purerl faster). purerl is whatever `python -m purerl` imports here; to measure one commit
-while others edit the tree, run this file from a clone of that commit with PYTHONPATH on it.
+and prints a markdown table of medians (min-max), and gru-vs-mlp's apart. Ratios are purerl /
+PureJaxRL (GRU / MLP) of the two medians, with their range over the turns: of times (< 1:
+purerl, the GRU, faster) or of steps/s (> 1: purerl, the GRU, faster). purerl is whatever
+`python -m purerl` imports here; to measure one commit while others edit the tree, run this
+file from a clone of that commit with PYTHONPATH on it.
 """
 
 from __future__ import annotations
@@ -58,8 +75,10 @@ GET_A_CHECKOUT = (
     "make its venv as this file's docstring says, and pass --purejaxrl DIR --peer-python PATH")
 
 
-def program(num_envs: int, total_timesteps: int, num_seeds: int = 1) -> dict:
-    return {"num_envs": num_envs, "total_timesteps": total_timesteps, "num_seeds": num_seeds}
+def program(num_envs: int, total_timesteps: int, num_seeds: int = 1,
+            network: str = "mlp") -> dict:
+    return {"num_envs": num_envs, "total_timesteps": total_timesteps, "num_seeds": num_seeds,
+            "network": network}
 
 
 # The rows measured by peer_driver.py: the programs each side's driver builds, in order.
@@ -67,8 +86,13 @@ DRIVER_ROWS = {
     "4envs": [program(4, 500_000)],
     "1024envs": [program(1024, 5_000_000)],
     "8seeds": [program(4, 100_000), program(4, 100_000, num_seeds=8)],
+    "gru": [program(4, 500_000, network="gru")],
 }
-ROWS = ["process", *DRIVER_ROWS]
+# The rows with purerl on both sides: each side's name and programs, in the order of a turn.
+PURERL_ROWS = {
+    "gru-vs-mlp": {"gru": DRIVER_ROWS["gru"], "mlp": DRIVER_ROWS["4envs"]},
+}
+ROWS = ["process", *DRIVER_ROWS, *PURERL_ROWS]
 # What each side's program imports before it starts: the CLI's modules (train.py imports the
 # heavy ones inside its functions); ppo.py imports all of its own at its top.
 PURERL_IMPORTS = ("import purerl.train, purerl.envs, purerl.evaluation, purerl.logging, "
@@ -137,14 +161,21 @@ def process_turn(checkout: Path, peer_python: str, work: Path) -> dict:
             "purerl_cold": cold, "purejaxrl_wall_s": round(purejaxrl_s, 3), "purerl_warm": warm}
 
 
-def driver_turn(row: str, checkout: Path, peer_python: str, work: Path) -> dict:
-    """One turn of a driver row: purerl's driver, then PureJaxRL's; each one's list of results
-    of `DRIVER_ROWS[row]`'s programs."""
+def driver_turn(row: str, checkout: Path | None, peer_python: str, work: Path) -> dict:
+    """One turn of a driver row: purerl's driver, then PureJaxRL's, each one's list of results
+    of `DRIVER_ROWS[row]`'s programs; or for a row of `PURERL_ROWS`, purerl's driver for each
+    of its sides in turn, with that side's programs."""
+    if row in PURERL_ROWS:
+        sides = [(side, sys.executable, "purerl", programs)
+                 for side, programs in PURERL_ROWS[row].items()]
+    else:
+        sides = [("purerl", sys.executable, "purerl", DRIVER_ROWS[row]),
+                 ("purejaxrl", peer_python, "purejaxrl", DRIVER_ROWS[row])]
     turn = {}
-    for side, python in (("purerl", sys.executable), ("purejaxrl", peer_python)):
+    for side, python, driver_side, programs in sides:
         out = work / f"{side}.json"
-        command = [python, DRIVER, side, json.dumps(DRIVER_ROWS[row]), out]
-        command += ["--purejaxrl", checkout] if side == "purejaxrl" else []
+        command = [python, DRIVER, driver_side, json.dumps(programs), out]
+        command += ["--purejaxrl", checkout] if driver_side == "purejaxrl" else []
         timed_run(command, REPO, work / f"{side}_driver.log")
         turn[side] = json.loads(out.read_text())
     return turn
@@ -158,19 +189,24 @@ def stats(values: list) -> dict | None:
             "values": values}
 
 
+PEER_SIDES = ("purejaxrl", "purerl")  # the sides of a table's line: the ratio's denominator first
+GRU_VS_MLP_SIDES = ("mlp", "gru")
+
+
 def comparison(what: str, unit: str, purejaxrl: list, purerl: list, ratio_of: str | None,
-               paired: bool = True) -> dict:
+               paired: bool = True, sides: tuple = PEER_SIDES) -> dict:
     """One line of the table: each side's values over the turns, and purerl / PureJaxRL of
     their medians where `ratio_of` ("time" or "steps/s") says what the ratio compares; with
     `paired` (the i-th values of the two sides come from the same turn), the range of that
-    ratio over the turns too."""
-    line = {"what": what, "unit": unit, "purejaxrl": stats(purejaxrl), "purerl": stats(purerl),
+    ratio over the turns too. `sides` names the two sides in the line (gru-vs-mlp: MLP in
+    place of PureJaxRL, GRU in place of purerl)."""
+    theirs, ours = sides
+    line = {"what": what, "unit": unit, theirs: stats(purejaxrl), ours: stats(purerl),
             "ratio_of": ratio_of, "ratio": None, "turn_ratios": None}
-    if ratio_of and line["purejaxrl"] and line["purerl"]:
-        line["ratio"] = round(line["purerl"]["median"] / line["purejaxrl"]["median"], 3)
+    if ratio_of and line[theirs] and line[ours]:
+        line["ratio"] = round(line[ours]["median"] / line[theirs]["median"], 3)
         if paired:
-            line["turn_ratios"] = [round(ours / theirs, 3)
-                                   for ours, theirs in zip(purerl, purejaxrl)]
+            line["turn_ratios"] = [round(a / b, 3) for a, b in zip(purerl, purejaxrl)]
     return line
 
 
@@ -200,7 +236,8 @@ def comparisons(rows: dict) -> list[dict]:
                        peer_compile, [r["compile_s"] for r in warm], "time", paired=False),
         ]
     for row, label in (("4envs", "4 envs, 1 seed, 5e5 steps"),
-                       ("1024envs", "1024 envs, 5e6 steps")):
+                       ("1024envs", "1024 envs, 5e6 steps"),
+                       ("gru", "GRU (ppo_rnn.py; purerl network=gru), 4 envs, 5e5 steps")):
         if row not in rows:
             continue
         runs = {side: [t[side][0] for t in rows[row]] for side in ("purejaxrl", "purerl")}
@@ -226,6 +263,21 @@ def comparisons(rows: dict) -> list[dict]:
     return lines
 
 
+def gru_vs_mlp_comparisons(rows: dict) -> list[dict]:
+    """gru-vs-mlp's table: purerl's GRU against its MLP, GRU / MLP."""
+    if "gru-vs-mlp" not in rows:
+        return []
+    runs = {side: [t[side][0] for t in rows["gru-vs-mlp"]] for side in GRU_VS_MLP_SIDES}
+    return [comparison(f"{what}, purerl, CartPole, 4 envs, 5e5 steps", unit,
+                       [r[key] for r in runs["mlp"]], [r[key] for r in runs["gru"]], ratio_of,
+                       sides=GRU_VS_MLP_SIDES)
+            for what, unit, key, ratio_of in (
+                ("compile of the whole-run program (lowering included)", "s", "compile_s",
+                 "time"),
+                ("training", "steps/s", "sps", "steps/s"),
+                ("final return", "return", "final_return", None))]
+
+
 def formatted(values: dict | None, unit: str) -> str:
     if values is None:
         return "n/a"
@@ -238,16 +290,22 @@ def formatted(values: dict | None, unit: str) -> str:
     return f"{one(values['median'])} ({one(values['min'])}-{one(values['max'])})"
 
 
-def markdown(lines: list[dict]) -> str:
-    table = ["| what | PureJaxRL | purerl | purerl / PureJaxRL | ratio of |",
+def markdown(lines: list[dict], sides: tuple = PEER_SIDES) -> str:
+    """The table of `lines`, whose sides `sides` names (PEER_SIDES or GRU_VS_MLP_SIDES)."""
+    theirs, ours = sides
+    heading = {"purejaxrl": "PureJaxRL", "purerl": "purerl", "mlp": "purerl MLP",
+               "gru": "purerl GRU"}
+    ratio_heading = ("purerl / PureJaxRL" if sides == PEER_SIDES
+                     else f"{ours.upper()} / {theirs.upper()}")
+    table = [f"| what | {heading[theirs]} | {heading[ours]} | {ratio_heading} | ratio of |",
              "| --- | ---: | ---: | ---: | --- |"]
     for line in lines:
         ratio = "" if line["ratio"] is None else f"{line['ratio']:.2f}"
         if line["turn_ratios"]:
             ratio += f" ({min(line['turn_ratios']):.2f}-{max(line['turn_ratios']):.2f})"
         unit = "" if line["unit"] in ("x", "return") else f", {line['unit']}"
-        table.append(f"| {line['what']}{unit} | {formatted(line['purejaxrl'], line['unit'])} | "
-                     f"{formatted(line['purerl'], line['unit'])} | {ratio} | "
+        table.append(f"| {line['what']}{unit} | {formatted(line[theirs], line['unit'])} | "
+                     f"{formatted(line[ours], line['unit'])} | {ratio} | "
                      f"{line['ratio_of'] or ''} |")
     return "\n".join(table)
 
@@ -277,13 +335,15 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", type=Path, default=BENCHMARKS / "results" / "peers.json")
     args = parser.parse_args()
-    if args.purejaxrl is None:
+    with_peer = any(row not in PURERL_ROWS for row in args.rows)
+    if args.purejaxrl is None and with_peer:
         print(GET_A_CHECKOUT)
         return
-    checkout = args.purejaxrl.resolve()
-    if not (checkout / "purejaxrl" / "ppo.py").is_file():
-        parser.error(f"{checkout / 'purejaxrl' / 'ppo.py'} not found: --purejaxrl is the root "
-                     "of a PureJaxRL checkout")
+    checkout = args.purejaxrl.resolve() if args.purejaxrl else None
+    for name in ["ppo.py"] + (["ppo_rnn.py"] if "gru" in args.rows else []):
+        if with_peer and not (checkout / "purejaxrl" / name).is_file():
+            parser.error(f"{checkout / 'purejaxrl' / name} not found: --purejaxrl is the root "
+                         "of a PureJaxRL checkout")
 
     start = time.perf_counter()
     result = {
@@ -296,8 +356,9 @@ def main() -> None:
                    "versions": package_versions(sys.executable, PURERL_PACKAGES)},
         "purejaxrl": {**git_state(checkout), "checkout": str(checkout),
                       "python": args.peer_python,
-                      "versions": package_versions(args.peer_python, PUREJAXRL_PACKAGES)},
-        "programs": DRIVER_ROWS,
+                      "versions": package_versions(args.peer_python, PUREJAXRL_PACKAGES)}
+        if with_peer else None,
+        "programs": {**DRIVER_ROWS, **PURERL_ROWS},
         "rows": {},
     }
     with tempfile.TemporaryDirectory(prefix="purerl_peers_") as work:
@@ -313,12 +374,18 @@ def main() -> None:
     result["machine"]["load_average_at_end"] = os.getloadavg()
     result["total_s"] = round(time.perf_counter() - start, 1)
     result["table"] = comparisons(result["rows"])
+    result["gru_vs_mlp_table"] = gru_vs_mlp_comparisons(result["rows"])
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
-    print(markdown(result["table"]))
-    print(f"ratios: purerl / PureJaxRL of the medians (range over the turns); of time < 1 and of "
-          f"steps/s > 1: purerl faster. {args.repeats} turns each, {result['total_s']:.0f} s in "
-          f"all; wrote {args.out}")
+    if result["table"]:
+        print(markdown(result["table"]))
+        print("ratios: purerl / PureJaxRL of the medians (range over the turns); of time < 1 and "
+              "of steps/s > 1: purerl faster.")
+    if result["gru_vs_mlp_table"]:
+        print(markdown(result["gru_vs_mlp_table"], GRU_VS_MLP_SIDES))
+        print("ratios: GRU / MLP of the medians (range over the turns); of time < 1 and of "
+              "steps/s > 1: the GRU faster.")
+    print(f"{args.repeats} turns each, {result['total_s']:.0f} s in all; wrote {args.out}")
 
 
 if __name__ == "__main__":
