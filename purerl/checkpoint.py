@@ -22,7 +22,7 @@ CHECKPOINTS = "checkpoints"
 BEST = "best"  # checkpoints/best/: the best policy by eval return, when checkpoint.best
 # Settings that cannot change a run's result: a resumed run may change them.
 RESUMABLE_CHANGES = ("log_every", "log", "eval", "checkpoint", "resume", "init_from",
-                     "compile_cache")
+                     "compile_cache", "distributed")  # (the device count is checked apart)
 
 
 def _orbax():

@@ -118,6 +118,18 @@ class LogConfig:
 
 
 @dataclass
+class DistributedConfig:
+    """Joining the processes of a run on several hosts (JAX's multi-controller runtime)."""
+
+    enabled: bool = False  # call jax.distributed.initialize before touching any device
+    coordinator: Optional[str] = None  # host:port of process 0; null: detected (TPU, SLURM, MPI)
+    num_processes: Optional[int] = None  # null: detected
+    process_id: Optional[int] = None  # this process's index; null: detected
+    local_device_ids: Optional[List[int]] = None  # this process's devices; null: all
+    heartbeat_timeout_s: int = 100  # a peer silent this long ends the run (JAX's heartbeat)
+
+
+@dataclass
 class Config:
     seed: int = 0
     num_seeds: int = 1  # independent seeds vmapped inside one compiled program
@@ -133,6 +145,7 @@ class Config:
     eval: EvalConfig = field(default_factory=EvalConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     log: LogConfig = field(default_factory=LogConfig)
+    distributed: DistributedConfig = field(default_factory=DistributedConfig)
     resume: bool = False  # continue the run in this run directory from its newest checkpoint
     init_from: Optional[str] = None  # a run directory whose final network params start this run
     # JAX's persistent compilation cache: "auto" is $JAX_COMPILATION_CACHE_DIR if set, else
@@ -217,6 +230,7 @@ def validate(config: Config, num_devices: Optional[int] = 1) -> Config:
     for name in SCHEDULED_HYPERPARAMS:
         _validate_schedule(f"ppo.schedule.{name}", config.schedule(name))
     _validate_eval_and_checkpoint(config)
+    _validate_distributed(config.distributed)
     if config.compile_cache is not None and not config.compile_cache.strip():
         raise ConfigError(f"compile_cache={config.compile_cache!r} is empty: give a directory, "
                           "auto (the default) or null (no cache)")
@@ -304,6 +318,24 @@ def _validate_eval_and_checkpoint(config: Config) -> None:
     if config.resume and config.init_from:
         raise ConfigError("resume=true and init_from are exclusive: a resumed run already has "
                           "its params")
+
+
+def _validate_distributed(dist: DistributedConfig) -> None:
+    _positive("distributed.heartbeat_timeout_s", dist.heartbeat_timeout_s)
+    if dist.num_processes is not None:
+        _positive("distributed.num_processes", dist.num_processes)
+    if dist.process_id is not None and (
+            dist.process_id < 0
+            or (dist.num_processes is not None and dist.process_id >= dist.num_processes)):
+        raise ConfigError(f"distributed.process_id={dist.process_id} must be in "
+                          f"[0, distributed.num_processes={dist.num_processes})")
+    if dist.coordinator is not None and (
+            ":" not in dist.coordinator or not dist.coordinator.rsplit(":", 1)[1].isdigit()):
+        raise ConfigError(f"distributed.coordinator={dist.coordinator!r} must be host:port")
+    if not dist.enabled and (dist.coordinator, dist.num_processes, dist.process_id) != (
+            None, None, None):
+        raise ConfigError("distributed.coordinator, num_processes or process_id is set but "
+                          "distributed.enabled=false: pass distributed.enabled=true")
 
 
 def _positive(key: str, value: int) -> None:

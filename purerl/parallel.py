@@ -22,8 +22,9 @@ def cpu_backend() -> bool:
 
 
 def make_mesh(num_devices: Optional[int] = None) -> Mesh:
-    """A one-axis mesh over the first `num_devices` local devices (default: all)."""
-    devices = jax.local_devices()[: num_devices or jax.local_device_count()]
+    """A one-axis mesh over the first `num_devices` devices of all processes (default: all;
+    one process's are its local devices)."""
+    devices = jax.devices()[: num_devices or jax.device_count()]
     return Mesh(np.array(devices), (DEVICE_AXIS,), axis_types=(AxisType.Auto,))
 
 

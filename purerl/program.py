@@ -45,7 +45,7 @@ def make_program(config: Config, chunk: Optional[int] = None) -> Program:
     share of the seeds, vmapped, with no communication); otherwise every seed's envs are
     split, and gradients and statistics averaged over the devices.
     """
-    num_devices = jax.local_device_count()
+    num_devices = jax.device_count()  # of every process (purerl.distributed)
     validate(config, num_devices)
     env, env_params = make_env(config.env)
     num_seeds, num_updates = config.num_seeds, config.num_updates

@@ -216,16 +216,43 @@ def preflight(argv: List[str]) -> None:
                 raise ConfigError("log.wandb=true but wandb is not installed: pip install wandb, "
                                   "or leave log.wandb=false")
     _check_compile_cache(configs)
+    _check_distributed(configs)
 
     import jax
 
     use_compile_cache(configs[0].compile_cache)
+    join_processes(configs[0])
     for config in configs:
-        check_devices(config, jax.local_device_count())
+        check_devices(config, jax.device_count())
     from purerl.envs import check_env, make_env
 
     for config in configs:
         check_env(*make_env(config.env), config)
+
+
+def _check_distributed(configs: List[Config]) -> None:
+    """The jobs of a sweep run in one process, which joins a multi-host run once: they must
+    share the `distributed` settings; raises ConfigError."""
+    settings = {repr(c.distributed) for c in configs}
+    if len(settings) > 1:
+        raise ConfigError("distributed.* differs between the jobs of a sweep, which run in one "
+                          "process and join the other processes once; sweep other settings")
+
+
+def join_processes(config: Config) -> None:
+    """Joins the run's other processes (`distributed.enabled`) before any device is touched.
+    A run of several processes is a ConfigError for now: the command line's multi-process runs
+    (one process writing, checkpoints saved by all, stopping together) are not built yet;
+    `purerl.make_train` in each process trains on all of their devices."""
+    import jax
+
+    from purerl.distributed import initialize
+
+    initialize(config.distributed)
+    if jax.process_count() > 1:
+        raise ConfigError(
+            f"distributed.enabled=true joined {jax.process_count()} processes, but the command "
+            "line runs one process only for now; call purerl.make_train in each process")
 
 
 def _fail(error, code: int = 2) -> None:
@@ -726,7 +753,8 @@ def _hydra_main(cfg: DictConfig) -> Optional[float]:
 
     try:
         config = load_config(cfg)
-        check_devices(config, jax.local_device_count())
+        join_processes(config)
+        check_devices(config, jax.device_count())
         return run(config, Path(HydraConfig.get().runtime.output_dir))["final_return"]
     except ConfigError as error:
         _fail(error)

@@ -1,0 +1,106 @@
+"""Runs across processes: JAX's multi-controller runtime on localhost, collectives over gloo."""
+
+import os
+import pickle
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+from purerl.config import ConfigError, validate
+
+TESTS = Path(__file__).parent
+# Trains tiny_config (4 envs, split over the 2 devices) and pickles its metrics from process 0.
+TRAIN = """
+import pickle, sys, jax, numpy as np
+from conftest import tiny_config
+from purerl.config import DistributedConfig
+from purerl.distributed import initialize
+port, process, out = sys.argv[1], sys.argv[2], sys.argv[3]
+if process != "alone":
+    initialize(DistributedConfig(enabled=True, coordinator=f"localhost:{port}", num_processes=2,
+                                 process_id=int(process)))
+from jax.experimental import multihost_utils  # gymnax, under purerl.program, makes arrays
+from purerl.program import make_train
+assert jax.device_count() == 2
+_, metrics = jax.jit(make_train(tiny_config()))(jax.random.key(0))
+if process != "alone":
+    metrics = multihost_utils.process_allgather(metrics, tiled=True)
+if process in ("0", "alone"):
+    pickle.dump(jax.tree.map(np.asarray, metrics), open(out, "wb"))
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        return s.getsockname()[1]
+
+
+def test_two_processes_train_as_one_process_with_two_devices(tmp_path):
+    """2 processes x 1 CPU device train the same bits as 1 process with 2 forced devices: one
+    global mesh over both processes' devices, gradients and statistics averaged across them."""
+    script = tmp_path / "train.py"
+    script.write_text(TRAIN)
+    env = {**os.environ, "PYTHONPATH": f"{TESTS.parent}{os.pathsep}{TESTS}",
+           "JAX_PLATFORMS": "cpu"}
+    port = str(_free_port())
+    procs = [subprocess.Popen([sys.executable, str(script), port, str(i), tmp_path / "multi"],
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for i in range(2)]
+    for proc in procs:
+        _, stderr = proc.communicate(timeout=300)
+        assert proc.returncode == 0, stderr[-3000:]
+    forced = {**env, "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+    alone = subprocess.run([sys.executable, str(script), port, "alone", tmp_path / "alone"],
+                           env=forced, capture_output=True, text=True, timeout=300)
+    assert alone.returncode == 0, alone.stderr[-3000:]
+    multi, single = (pickle.load(open(tmp_path / name, "rb")) for name in ("multi", "alone"))
+    assert np.asarray(single.episode_count).sum() > 0
+    for a, b in zip(jax.tree.leaves(multi), jax.tree.leaves(single)):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"distributed.num_processes": 2}, "pass distributed.enabled=true"),
+    ({"distributed.enabled": True, "distributed.num_processes": 2, "distributed.process_id": 2},
+     r"distributed.process_id=2 must be in \[0, distributed.num_processes=2\)"),
+    ({"distributed.enabled": True, "distributed.coordinator": "host"}, "must be host:port"),
+    ({"distributed.heartbeat_timeout_s": 0}, "distributed.heartbeat_timeout_s=0 must be > 0"),
+])
+def test_distributed_settings_are_checked(make_config, settings, message):
+    with pytest.raises(ConfigError, match=message):
+        validate(make_config(**settings))
+
+
+def test_the_command_line_joins_processes_and_refuses_several_for_now(tmp_path):
+    """`distributed.enabled=true`: one process trains as usual; two join each other (before
+    any device is touched) and each stops with the same one-line error, exit 2, before
+    compiling."""
+    from conftest import run_cli
+
+    port = _free_port()
+    common = ["+env=cartpole", "distributed.enabled=true",
+              f"distributed.coordinator=localhost:{port}", "total_timesteps=512",
+              "ppo.num_steps=16", "log.progress=false"]
+    one = run_cli(*common, "distributed.num_processes=1", "distributed.process_id=0",
+                  f"hydra.run.dir={tmp_path / 'one'}")
+    assert one.returncode == 0, one.stderr[-3000:]
+    assert (tmp_path / "one" / "summary.json").exists()
+    port = _free_port()
+    common[2] = f"distributed.coordinator=localhost:{port}"
+    env = {**os.environ, "PYTHONPATH": f"{TESTS.parent}{os.pathsep}{TESTS}"}
+    procs = [subprocess.Popen([sys.executable, "-m", "purerl.train", *common,
+                               "distributed.num_processes=2", f"distributed.process_id={i}",
+                               f"hydra.run.dir={tmp_path / str(i)}"], cwd=TESTS.parent, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for i in range(2)]
+    for proc in procs:
+        _, stderr = proc.communicate(timeout=300)
+        lines = [line for line in stderr.splitlines() if not line.startswith("[Gloo]")]
+        assert proc.returncode == 2 and len(lines) == 1, stderr[-3000:]
+        assert lines[0].startswith("purerl: error: distributed.enabled=true joined 2 processes")
