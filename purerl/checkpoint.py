@@ -136,9 +136,13 @@ def config_differences(saved: Dict, config: Config, ignore=RESUMABLE_CHANGES) ->
 def check_resumable(record: Dict, config: Config, num_devices: int, directory: Path) -> None:
     """Raises ConfigError when `config` on `num_devices` devices would not continue the run
     whose checkpoint `record` this is (envs split over devices shape the result too)."""
+    processes = jax.process_count()
+    if record.get("processes", 1) != processes:
+        raise ConfigError(f"resume=true: {directory} was trained by {record['processes']} "
+                          f"process(es), this run has {processes}")
     if record.get("devices", num_devices) != num_devices:
         raise ConfigError(f"resume=true: {directory} was trained on {record['devices']} "
-                          f"device(s), this process has {num_devices}")
+                          f"device(s), this run has {num_devices}")
     changed = config_differences(record["config"], config)
     if changed:
         more = f" and {len(changed) - 3} more" if len(changed) > 3 else ""

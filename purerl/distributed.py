@@ -26,3 +26,28 @@ def initialize(dist: DistributedConfig) -> None:
         process_id=dist.process_id,
         local_device_ids=None if dist.local_device_ids is None else list(dist.local_device_ids),
         heartbeat_timeout_seconds=dist.heartbeat_timeout_s)
+
+
+def writes_files() -> bool:
+    """Whether this process writes the run's files and console lines: process 0 alone."""
+    return jax.process_index() == 0
+
+
+def to_host(tree):
+    """`tree`'s arrays as numpy arrays, whole: gathered from every process when there are
+    several (each holds only its devices' shards)."""
+    if jax.process_count() == 1:
+        return jax.device_get(tree)
+    from jax.experimental import multihost_utils
+
+    return multihost_utils.process_allgather(tree, tiled=True)
+
+
+def any_process(flag: bool) -> bool:
+    """Whether `flag` is set in any process (a collective: every process must call it)."""
+    if jax.process_count() == 1:
+        return flag
+    import numpy as np
+    from jax.experimental import multihost_utils
+
+    return bool(np.asarray(multihost_utils.process_allgather(np.int32(flag))).any())

@@ -240,19 +240,28 @@ def _check_distributed(configs: List[Config]) -> None:
 
 
 def join_processes(config: Config) -> None:
-    """Joins the run's other processes (`distributed.enabled`) before any device is touched.
-    A run of several processes is a ConfigError for now: the command line's multi-process runs
-    (one process writing, checkpoints saved by all, stopping together) are not built yet;
-    `purerl.make_train` in each process trains on all of their devices."""
+    """Joins the run's other processes (`distributed.enabled`) before any device is touched;
+    all but process 0 log errors only."""
     import jax
 
     from purerl.distributed import initialize
 
     initialize(config.distributed)
-    if jax.process_count() > 1:
-        raise ConfigError(
-            f"distributed.enabled=true joined {jax.process_count()} processes, but the command "
-            "line runs one process only for now; call purerl.make_train in each process")
+    if jax.process_index() > 0:  # process 0 speaks for the run; the others only fail
+        log.setLevel(logging.ERROR)
+
+
+def _quiet_hydra_beside_process_0() -> List[str]:
+    """Hydra overrides for the processes of a multi-process run but process 0: no `.hydra/`
+    config copy and no log file in the run directory, which process 0 writes."""
+    if "jax" not in sys.modules:  # preflight returned early (--help, --cfg, ...)
+        return []
+    import jax
+
+    if not jax.distributed.is_initialized() or jax.process_index() == 0:
+        return []
+    return ["hydra.output_subdir=null", "hydra/job_logging=disabled",
+            "hydra/hydra_logging=disabled"]
 
 
 def _fail(error, code: int = 2) -> None:
@@ -279,7 +288,7 @@ def compile_programs(config: Config, program, key) -> Programs:
     programs are lowered from the state's shapes (with the shardings that the compiled init
     gives the state): no state is made before the run directory is opened."""
     import jax
-    import jax.numpy as jnp
+    import numpy as np
 
     from purerl.envs import make_env
     from purerl.evaluation import make_evaluator
@@ -291,7 +300,7 @@ def compile_programs(config: Config, program, key) -> Programs:
                                                                   sharding=sharding),
                          lowered_init.out_info, init.output_shardings)
     run_chunk = jax.jit(program.run, donate_argnums=0).lower(
-        state, jnp.int32(program.chunk)).compile()
+        state, np.int32(program.chunk)).compile()
     evaluator = make_evaluator(config, *make_env(config.env))
     evaluate = jax.jit(jax.vmap(evaluator.evaluate)).lower(
         state.params, state.normalizer.obs, _eval_keys(config, key)).compile()
@@ -389,7 +398,10 @@ class Run:
         """The host's record saved with a checkpoint."""
         from purerl.checkpoint import config_record
 
+        import jax
+
         return {"config": config_record(self.config), "devices": self.num_devices,
+                "processes": jax.process_count(),
                 "update": self.done, "history": self.history.to_record()}
 
 
@@ -399,18 +411,21 @@ def _open_or_resume(run: Run, resume_from: Optional[int], init_params) -> None:
     import jax
 
     from purerl import logging as sinks
+    from purerl.distributed import writes_files
 
     run.state = run.programs.init(run.key)
     run.history = sinks.RunHistory(run.config.num_seeds)
     if resume_from is not None:
         run.state, saved = run.checkpoints.restore(resume_from, run.state)
         run.history, run.done = sinks.RunHistory.from_record(saved["history"]), resume_from
-        sinks.keep_metrics_until(run.run_dir, run.done)
+        if writes_files():
+            sinks.keep_metrics_until(run.run_dir, run.done)
         if run.best is not None:
             run.best.delete_after(run.done)  # a best found after the checkpoint is found again
         log.info("resumed from the checkpoint of update %d", run.done)
     else:
-        (run.run_dir / "metrics.jsonl").unlink(missing_ok=True)
+        if writes_files():
+            (run.run_dir / "metrics.jsonl").unlink(missing_ok=True)
         if init_params is not None:
             run.state = run.state._replace(params=jax.tree.map(
                 lambda new, old: jax.device_put(new, old.sharding), init_params, run.state.params))
@@ -422,15 +437,19 @@ def _open_sinks(run: Run, resumed: bool) -> None:
     """The metrics writers (metrics.jsonl, TensorBoard, W&B) and the progress bar."""
     from purerl import logging as sinks
 
+    from purerl.distributed import writes_files
+
     config = run.config
+    run.bar = sinks.ProgressBar(config.num_updates * config.batch_size,
+                                config.log.progress and writes_files(), initial=run.env_steps)
+    if not writes_files():  # process 0 writes for the run
+        return
     run.writers = [sinks.MetricsLog(run.run_dir)]
     if config.log.tensorboard:
         run.writers.append(sinks.TensorBoardSink(
             run.run_dir, purge_step=run.env_steps + 1 if resumed else None))
     if config.log.wandb:
         run.writers.append(sinks.WandbSink(config, run.run_dir))
-    run.bar = sinks.ProgressBar(config.num_updates * config.batch_size, config.log.progress,
-                                initial=run.env_steps)
 
 
 def _close(run: Run) -> None:
@@ -458,16 +477,16 @@ class Chunk:
 def _run_chunk(run: Run, num: int, stop: _StopRequest) -> Chunk:
     """Runs `num` updates and keeps those before the first non-finite one (the NaN guard)."""
     import jax
-    import jax.numpy as jnp
     import numpy as np
 
     from purerl import logging as sinks
+    from purerl.distributed import any_process, to_host
 
     tick = time.perf_counter()
-    state, metrics = run.programs.run_chunk(run.state, jnp.int32(num))
-    metrics = jax.tree.map(lambda x: np.asarray(x)[:, :num], jax.device_get(metrics))
+    state, metrics = run.programs.run_chunk(run.state, np.int32(num))
+    metrics = jax.tree.map(lambda x: np.asarray(x)[:, :num], to_host(metrics))
     run.train_s += time.perf_counter() - tick
-    stop_requested = stop.requested
+    stop_requested = any_process(stop.requested)  # every process stops at the same chunk
     flags = np.bitwise_or.reduce(metrics.nonfinite, axis=0)  # [num], over seeds
     good = int(np.argmax(flags != 0)) if flags.any() else num
     metrics = jax.tree.map(lambda x: x[:, :good], metrics)
@@ -511,12 +530,13 @@ class Evaluate(Event):
         import numpy as np
 
         from purerl import logging as sinks
+        from purerl.distributed import to_host
 
         config, key = run.config, run.key
         eval_key = jax.random.fold_in(jax.random.fold_in(key, EVAL_STREAM), run.done)
         result = run.programs.evaluate(run.state.params, run.state.normalizer.obs,
                                        _eval_keys(config, eval_key))
-        means = np.asarray(result.episode_return).mean(axis=0)  # over seeds
+        means = np.asarray(to_host(result).episode_return).mean(axis=0)  # over seeds
         returns = {str(float(t)): sinks.json_number(v)
                    for t, v in zip(config.eval.temperatures, means)}
         previous_best = run.history.best_eval()
@@ -588,7 +608,9 @@ class Plot(Event):
     """Redraws learning_curve.png after each evaluation."""
 
     def due(self, run, chunk):
-        return chunk.evaluated
+        from purerl.distributed import writes_files
+
+        return chunk.evaluated and writes_files()
 
     def handle(self, run, chunk):
         _plot(run)
@@ -692,10 +714,12 @@ def _finish(run: Run) -> Dict:
     interrupted; returns the summary."""
     from purerl import logging as sinks
     from purerl.checkpoint import CHECKPOINTS, Checkpoints
+    from purerl.distributed import writes_files
 
-    _plot(run)
     summary = _summary(run)
-    sinks.write_summary(run.run_dir, summary)
+    if writes_files():
+        _plot(run)
+        sinks.write_summary(run.run_dir, summary)
     if run.status == "nonfinite":
         kept = Checkpoints(run.run_dir / CHECKPOINTS).latest()
         _fail(f"{run.failure}: stopped; metrics.jsonl keeps updates 1-{run.done}"
@@ -723,6 +747,7 @@ def _plot(run: Run) -> None:
 
 def _summary(run: Run) -> Dict:
     """summary.json of the run (`sps`: env steps of all seeds per second of training)."""
+    import jax
     import numpy as np
 
     from purerl.logging import json_number
@@ -736,6 +761,7 @@ def _summary(run: Run) -> Dict:
         "status": run.status,
         "num_seeds": config.num_seeds,
         "devices": run.num_devices,
+        "processes": jax.process_count(),
         "updates": history.num_updates,
         "env_steps": history.num_updates * config.batch_size,
         "final_return": json_number(float(np.mean(finite))) if finite else None,
@@ -763,7 +789,7 @@ def _hydra_main(cfg: DictConfig) -> Optional[float]:
 def main() -> None:
     try:
         preflight(sys.argv[1:])
-        sys.argv[1:] = normalize_argv(sys.argv[1:])
+        sys.argv[1:] = normalize_argv(sys.argv[1:]) + _quiet_hydra_beside_process_0()
         _hydra_main()
     except ConfigError as error:
         _fail(error)

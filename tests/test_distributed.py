@@ -1,5 +1,6 @@
 """Runs across processes: JAX's multi-controller runtime on localhost, collectives over gloo."""
 
+import json
 import os
 import pickle
 import socket
@@ -77,30 +78,45 @@ def test_distributed_settings_are_checked(make_config, settings, message):
         validate(make_config(**settings))
 
 
-def test_the_command_line_joins_processes_and_refuses_several_for_now(tmp_path):
-    """`distributed.enabled=true`: one process trains as usual; two join each other (before
-    any device is touched) and each stops with the same one-line error, exit 2, before
-    compiling."""
+def test_two_processes_of_the_command_line_write_one_run(tmp_path):
+    """The README's command in 2 processes x 1 device, one shared run directory: the same
+    metrics.jsonl and summary as 1 process with 2 forced devices, checkpoints saved by both
+    (orbax) and restored whole in this one-device process; process 0 alone logs."""
     from conftest import run_cli
 
+    from purerl.checkpoint import restore_run
+
+    args = ["+env=cartpole", "total_timesteps=1024", "ppo.num_steps=16", "log.progress=false",
+            "eval.num_episodes=2", "checkpoint.every=4"]
+    forced = run_cli(*args, f"hydra.run.dir={tmp_path / 'forced'}",
+                     env={"XLA_FLAGS": "--xla_force_host_platform_device_count=2"})
+    assert forced.returncode == 0, forced.stderr[-3000:]
     port = _free_port()
-    common = ["+env=cartpole", "distributed.enabled=true",
-              f"distributed.coordinator=localhost:{port}", "total_timesteps=512",
-              "ppo.num_steps=16", "log.progress=false"]
-    one = run_cli(*common, "distributed.num_processes=1", "distributed.process_id=0",
-                  f"hydra.run.dir={tmp_path / 'one'}")
-    assert one.returncode == 0, one.stderr[-3000:]
-    assert (tmp_path / "one" / "summary.json").exists()
-    port = _free_port()
-    common[2] = f"distributed.coordinator=localhost:{port}"
     env = {**os.environ, "PYTHONPATH": f"{TESTS.parent}{os.pathsep}{TESTS}"}
-    procs = [subprocess.Popen([sys.executable, "-m", "purerl.train", *common,
+    procs = [subprocess.Popen([sys.executable, "-m", "purerl.train", *args,
+                               "distributed.enabled=true",
+                               f"distributed.coordinator=localhost:{port}",
                                "distributed.num_processes=2", f"distributed.process_id={i}",
-                               f"hydra.run.dir={tmp_path / str(i)}"], cwd=TESTS.parent, env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                               f"hydra.run.dir={tmp_path / 'multi'}"], cwd=TESTS.parent,
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True)
              for i in range(2)]
-    for proc in procs:
-        _, stderr = proc.communicate(timeout=300)
-        lines = [line for line in stderr.splitlines() if not line.startswith("[Gloo]")]
-        assert proc.returncode == 2 and len(lines) == 1, stderr[-3000:]
-        assert lines[0].startswith("purerl: error: distributed.enabled=true joined 2 processes")
+    outputs = [proc.communicate(timeout=600) for proc in procs]
+    for proc, (_, stderr) in zip(procs, outputs):
+        assert proc.returncode == 0, stderr[-3000:]
+    said = ["".join(output) for output in outputs]
+    assert "final return" in said[0] and "final return" not in said[1]
+    multi, single = tmp_path / "multi", tmp_path / "forced"
+    names = [sorted(p.name.split(".")[0] for p in d.iterdir()) for d in (multi, single)]
+    assert names[0] == names[1]  # one events file, one train.log, one .hydra/: process 0's
+    assert (multi / "metrics.jsonl").read_text() == (single / "metrics.jsonl").read_text()
+    timing = ("compile_s", "train_s", "sps", "processes")
+    summaries = [{k: v for k, v in json.loads((d / "summary.json").read_text()).items()
+                  if k not in timing} for d in (multi, single)]
+    assert summaries[0] == summaries[1] and summaries[0]["devices"] == 2
+    assert json.loads((multi / "summary.json").read_text())["processes"] == 2
+    a, b = restore_run(multi), restore_run(single)
+    assert a.update == b.update == 16 and a.record["processes"] == 2
+    for x, y in zip(jax.tree.leaves(a.state.params), jax.tree.leaves(b.state.params)):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
