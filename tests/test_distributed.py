@@ -3,6 +3,7 @@
 import json
 import os
 import pickle
+import shutil
 import socket
 import subprocess
 import sys
@@ -12,6 +13,7 @@ import jax
 import numpy as np
 import pytest
 
+from purerl.checkpoint import CHECKPOINTS, restore_run
 from purerl.config import ConfigError, validate
 
 TESTS = Path(__file__).parent
@@ -78,32 +80,39 @@ def test_distributed_settings_are_checked(make_config, settings, message):
         validate(make_config(**settings))
 
 
+# 16 updates of 4 envs x 16 steps, checkpoints every 4 (3 kept).
+RUN = ["+env=cartpole", "total_timesteps=1024", "ppo.num_steps=16", "log.progress=false",
+       "eval.num_episodes=2", "checkpoint.every=4"]
+
+
+def _two_processes(run_dir, *args):
+    """`python -m purerl.train RUN args` in 2 processes x 1 device sharing `run_dir`; their
+    (stdout, stderr), after both exit 0."""
+    port = _free_port()
+    env = {**os.environ, "PYTHONPATH": f"{TESTS.parent}{os.pathsep}{TESTS}"}
+    procs = [subprocess.Popen([sys.executable, "-m", "purerl.train", *RUN, *args,
+                               "distributed.enabled=true",
+                               f"distributed.coordinator=localhost:{port}",
+                               "distributed.num_processes=2", f"distributed.process_id={i}",
+                               f"hydra.run.dir={run_dir}"], cwd=TESTS.parent, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for i in range(2)]
+    outputs = [proc.communicate(timeout=600) for proc in procs]
+    for proc, (_, stderr) in zip(procs, outputs):
+        assert proc.returncode == 0, stderr[-3000:]
+    return outputs
+
+
 def test_two_processes_of_the_command_line_write_one_run(tmp_path):
     """The README's command in 2 processes x 1 device, one shared run directory: the same
     metrics.jsonl and summary as 1 process with 2 forced devices, checkpoints saved by both
     (orbax) and restored whole in this one-device process; process 0 alone logs."""
     from conftest import run_cli
 
-    from purerl.checkpoint import restore_run
-
-    args = ["+env=cartpole", "total_timesteps=1024", "ppo.num_steps=16", "log.progress=false",
-            "eval.num_episodes=2", "checkpoint.every=4"]
-    forced = run_cli(*args, f"hydra.run.dir={tmp_path / 'forced'}",
+    forced = run_cli(*RUN, f"hydra.run.dir={tmp_path / 'forced'}",
                      env={"XLA_FLAGS": "--xla_force_host_platform_device_count=2"})
     assert forced.returncode == 0, forced.stderr[-3000:]
-    port = _free_port()
-    env = {**os.environ, "PYTHONPATH": f"{TESTS.parent}{os.pathsep}{TESTS}"}
-    procs = [subprocess.Popen([sys.executable, "-m", "purerl.train", *args,
-                               "distributed.enabled=true",
-                               f"distributed.coordinator=localhost:{port}",
-                               "distributed.num_processes=2", f"distributed.process_id={i}",
-                               f"hydra.run.dir={tmp_path / 'multi'}"], cwd=TESTS.parent,
-                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True)
-             for i in range(2)]
-    outputs = [proc.communicate(timeout=600) for proc in procs]
-    for proc, (_, stderr) in zip(procs, outputs):
-        assert proc.returncode == 0, stderr[-3000:]
+    outputs = _two_processes(tmp_path / "multi")
     said = ["".join(output) for output in outputs]
     assert "final return" in said[0] and "final return" not in said[1]
     multi, single = tmp_path / "multi", tmp_path / "forced"
@@ -120,3 +129,20 @@ def test_two_processes_of_the_command_line_write_one_run(tmp_path):
     for x, y in zip(jax.tree.leaves(a.state.params), jax.tree.leaves(b.state.params)):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
 
+
+
+def test_a_two_process_run_resumes_bit_identical(tmp_path):
+    """Two processes resume their run from its checkpoint of update 8 (the later ones gone, as
+    after a kill) and end with the same metrics.jsonl and state as the run never stopped."""
+    whole, resumed = tmp_path / "whole", tmp_path / "resumed"
+    _two_processes(whole)
+    shutil.copytree(whole, resumed)
+    for later in (12, 16):
+        shutil.rmtree(resumed / CHECKPOINTS / str(later))
+    (resumed / "summary.json").unlink()
+    _two_processes(resumed, "resume=true")
+    assert (resumed / "metrics.jsonl").read_text() == (whole / "metrics.jsonl").read_text()
+    a, b = restore_run(whole).state, restore_run(resumed).state
+    for x, y in zip(jax.tree.leaves((a.params, a.opt_state)),
+                    jax.tree.leaves((b.params, b.opt_state))):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
