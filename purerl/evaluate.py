@@ -81,15 +81,11 @@ def evaluate_run(args: EvaluateArgs) -> Dict[str, Dict[str, float]]:
 
     from purerl.checkpoint import restore_run
     from purerl.envs import make_env
-    from purerl.evaluation import make_evaluator
+    from purerl.evaluation import make_evaluator, with_evaluation
 
     saved = restore_run(Path(args.run), args.checkpoint)
     config, state, update = saved.config, saved.state, saved.update
-    evaluation = dataclasses.replace(
-        config.eval, num_episodes=args.episodes,
-        temperatures=list(args.temperatures or config.eval.temperatures),
-        max_steps=args.max_steps if args.max_steps is not None else config.eval.max_steps)
-    config = dataclasses.replace(config, eval=evaluation)
+    config = with_evaluation(config, args.episodes, args.temperatures, args.max_steps)
     validate(config, jax.local_device_count())
     if args.render and config.env.name not in RENDERABLE:
         raise ConfigError(f"render=true: gymnax cannot draw {config.env.name} "

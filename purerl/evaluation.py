@@ -9,7 +9,8 @@ which evaluation never updates. Every temperature plays from the same start stat
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+import dataclasses
+from typing import Callable, NamedTuple, Optional, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -56,6 +57,17 @@ def eval_max_steps(config: Config, env_params) -> int:
     if config.eval.max_steps is not None:
         return config.eval.max_steps
     return int(getattr(env_params, "max_steps_in_episode", DEFAULT_MAX_STEPS))
+
+
+def with_evaluation(config: Config, episodes: int, temperatures: Optional[Sequence[float]],
+                    max_steps: Optional[int]) -> Config:
+    """`config` with `episodes` episodes per temperature, at `temperatures` and of at most
+    `max_steps` steps (each None: the run's own `eval` setting), not yet validated."""
+    evaluation = dataclasses.replace(
+        config.eval, num_episodes=episodes,
+        temperatures=list(config.eval.temperatures if temperatures is None else temperatures),
+        max_steps=config.eval.max_steps if max_steps is None else max_steps)
+    return dataclasses.replace(config, eval=evaluation)
 
 
 def make_evaluator(config: Config, env, env_params) -> "Evaluator":

@@ -17,7 +17,6 @@ import jax.numpy as jnp
 
 from purerl.networks import MLP, ActorCriticBase, _dense, orthogonal
 
-CELLS = ("gru", "lstm")
 _GATES = {"gru": 3, "lstm": 4}  # gate blocks of the input and recurrent kernels
 _STATES = {"gru": 1, "lstm": 2}  # [H]-sized states per cell: h; c and h
 
@@ -42,10 +41,9 @@ class CellWeights(NamedTuple):
 
 class Cells(nn.Module):
     """`num_towers` separate GRU or LSTM layers of `size` units each, run as one batched layer
-    (as `MLP(num_towers=...)` runs towers: one kernel call for all), each layer's input
-    projection apart from its recurrence: `project` maps features `[K, N, D] -> [K, N, G*H]`,
-    `weights()` gives what `cell_step` needs; `towers` (a slice) picks some of the layers.
-    Kernels orthogonal (gain 1; the recurrent one per gate block), biases zero (an LSTM's
+    (as `MLP(num_towers=...)` runs towers: one kernel call for all). A call gives each layer's
+    input projection, `[K, N, D] -> [K, N, G*H]`, and the `CellWeights` of its recurrence that
+    `cell_step` reads; `towers` (a slice) picks some of the layers. Kernels orthogonal (gain 1; the recurrent one per gate block), biases zero (an LSTM's
     forget gate one)."""
 
     kind: str  # gru | lstm

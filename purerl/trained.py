@@ -25,7 +25,7 @@ from purerl.agent import Memory, make_agent
 from purerl.checkpoint import restore_run
 from purerl.config import Config, ConfigError, validate
 from purerl.envs import make_env, wrap_env
-from purerl.evaluation import make_evaluator
+from purerl.evaluation import make_evaluator, with_evaluation
 from purerl.logging import RunHistory
 
 
@@ -104,17 +104,12 @@ class TrainedPolicy:
         """`episodes` episodes per temperature (default: the run's `eval.temperatures`) on
         fresh envs, each at most `max_steps` steps (default: the run's `eval.max_steps`):
         `{temperature: {"return": mean, "length": mean}}`."""
-        evaluation = dataclasses.replace(
-            self.config.eval, num_episodes=episodes,
-            temperatures=list(self.config.eval.temperatures if temperatures is None
-                              else temperatures),
-            max_steps=self.config.eval.max_steps if max_steps is None else max_steps)
-        config = validate(dataclasses.replace(self.config, eval=evaluation), None)
+        config = validate(with_evaluation(self.config, episodes, temperatures, max_steps), None)
         evaluator = make_evaluator(config, self.base_env, self.env_params)
         result = jax.jit(evaluator.evaluate)(self.params, self.obs_stats, jax.random.key(seed))
         returns, lengths = np.asarray(result.episode_return), np.asarray(result.episode_length)
         return {str(float(t)): {"return": float(r), "length": float(n)}
-                for t, r, n in zip(evaluation.temperatures, returns, lengths)}
+                for t, r, n in zip(config.eval.temperatures, returns, lengths)}
 
 
 def best_member(record: Dict) -> int:
