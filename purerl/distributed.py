@@ -8,6 +8,9 @@ processes (gloo between CPU processes).
 
 from __future__ import annotations
 
+import os
+import sys
+
 import jax
 
 from purerl.config import DistributedConfig
@@ -51,3 +54,21 @@ def any_process(flag: bool) -> bool:
     from jax.experimental import multihost_utils
 
     return bool(np.asarray(multihost_utils.process_allgather(np.int32(flag))).any())
+
+
+def lost_peer(error: Exception) -> bool:
+    """Whether `error` is a collective that failed because another process of the run is gone
+    (killed, crashed, unreachable): a JAX runtime error in a run of several processes."""
+    return jax.process_count() > 1 and isinstance(error, jax.errors.JaxRuntimeError)
+
+
+def exit_lost_peer(error: Exception, run_dir) -> None:
+    """Ends this process at once, exit code 1, with one line: the run lost a process. Skips
+    the exit handlers, whose shutdown barrier would wait for the lost process and then abort;
+    what is on disk (metrics rows, finished checkpoints) stays valid."""
+    reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    print(f"purerl: error: process {jax.process_index()} of {jax.process_count()} lost another "
+          f"process of the run ({reason}); its finished checkpoints are kept: restart every "
+          f"process with resume=true hydra.run.dir={run_dir}", file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    os._exit(1)

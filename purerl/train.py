@@ -777,13 +777,20 @@ def _summary(run: Run) -> Dict:
 def _hydra_main(cfg: DictConfig) -> Optional[float]:
     import jax
 
+    from purerl.distributed import exit_lost_peer, lost_peer
+
+    run_dir = Path(HydraConfig.get().runtime.output_dir)
     try:
         config = load_config(cfg)
         join_processes(config)
         check_devices(config, jax.device_count())
-        return run(config, Path(HydraConfig.get().runtime.output_dir))["final_return"]
+        return run(config, run_dir)["final_return"]
     except ConfigError as error:
         _fail(error)
+    except Exception as error:
+        if not lost_peer(error):
+            raise
+        exit_lost_peer(error, run_dir)
 
 
 def main() -> None:

@@ -4,9 +4,11 @@ import json
 import os
 import pickle
 import shutil
+import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import jax
@@ -15,6 +17,7 @@ import pytest
 
 from purerl.checkpoint import CHECKPOINTS, restore_run
 from purerl.config import ConfigError, validate
+from purerl.train import _params_from
 
 TESTS = Path(__file__).parent
 # Trains tiny_config (4 envs, split over the 2 devices) and pickles its metrics from process 0.
@@ -85,22 +88,33 @@ RUN = ["+env=cartpole", "total_timesteps=1024", "ppo.num_steps=16", "log.progres
        "eval.num_episodes=2", "checkpoint.every=4"]
 
 
-def _two_processes(run_dir, *args):
-    """`python -m purerl.train RUN args` in 2 processes x 1 device sharing `run_dir`; their
-    (stdout, stderr), after both exit 0."""
+def _start_two_processes(run_dir, *args):
+    """Starts `python -m purerl.train RUN args` in 2 processes x 1 device sharing `run_dir`."""
     port = _free_port()
     env = {**os.environ, "PYTHONPATH": f"{TESTS.parent}{os.pathsep}{TESTS}"}
-    procs = [subprocess.Popen([sys.executable, "-m", "purerl.train", *RUN, *args,
-                               "distributed.enabled=true",
-                               f"distributed.coordinator=localhost:{port}",
-                               "distributed.num_processes=2", f"distributed.process_id={i}",
-                               f"hydra.run.dir={run_dir}"], cwd=TESTS.parent, env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for i in range(2)]
+    return [subprocess.Popen([sys.executable, "-m", "purerl.train", *RUN, *args,
+                              "distributed.enabled=true",
+                              f"distributed.coordinator=localhost:{port}",
+                              "distributed.num_processes=2", f"distributed.process_id={i}",
+                              f"hydra.run.dir={run_dir}"], cwd=TESTS.parent, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for i in range(2)]
+
+
+def _two_processes(run_dir, *args):
+    """Both processes of `_start_two_processes`; their (stdout, stderr), after both exit 0."""
+    procs = _start_two_processes(run_dir, *args)
     outputs = [proc.communicate(timeout=600) for proc in procs]
     for proc, (_, stderr) in zip(procs, outputs):
         assert proc.returncode == 0, stderr[-3000:]
     return outputs
+
+
+def _when_training(run_dir, procs):
+    """Waits until the run has logged its first chunk (or a process ended early)."""
+    while not (run_dir / "metrics.jsonl").exists() or not (run_dir / "metrics.jsonl").stat().st_size:
+        assert all(proc.poll() is None for proc in procs), procs[0].communicate()[1][-3000:]
+        time.sleep(0.1)
 
 
 def test_two_processes_of_the_command_line_write_one_run(tmp_path):
@@ -128,6 +142,14 @@ def test_two_processes_of_the_command_line_write_one_run(tmp_path):
     assert a.update == b.update == 16 and a.record["processes"] == 2
     for x, y in zip(jax.tree.leaves(a.state.params), jax.tree.leaves(b.state.params)):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+    # init_from and `python -m purerl.evaluate` read it in one process
+    init = _params_from(multi, b.state.params)
+    for x, y in zip(jax.tree.leaves(init), jax.tree.leaves(b.state.params)):
+        np.testing.assert_array_equal(x, np.asarray(y))
+    evaluated = subprocess.run([sys.executable, "-m", "purerl.evaluate", f"run={multi}",
+                                "episodes=2"], cwd=TESTS.parent, capture_output=True, text=True,
+                               env={**os.environ, "PYTHONPATH": str(TESTS.parent)}, timeout=300)
+    assert evaluated.returncode == 0 and "temperature" in evaluated.stdout, evaluated.stderr
 
 
 
@@ -146,3 +168,39 @@ def test_a_two_process_run_resumes_bit_identical(tmp_path):
     for x, y in zip(jax.tree.leaves((a.params, a.opt_state)),
                     jax.tree.leaves((b.params, b.opt_state))):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+@pytest.mark.parametrize("victim", [1, 0])
+def test_a_process_killed_mid_run_ends_the_other(tmp_path, victim):
+    """SIGKILL of either process: the other exits non-zero within the heartbeat bound and says
+    why, and the rows already written stay whole. Process 0 says it in one line; the others
+    lose JAX's coordinator with process 0, and JAX's client ends them first, with its own
+    message, about as often as not."""
+    procs = _start_two_processes(tmp_path, "total_timesteps=500_000", "checkpoint.every=0",
+                                 "distributed.heartbeat_timeout_s=10")
+    _when_training(tmp_path, procs)
+    procs[victim].send_signal(signal.SIGKILL)
+    tick = time.monotonic()
+    survivor = procs[1 - victim]
+    _, stderr = survivor.communicate(timeout=60)
+    assert time.monotonic() - tick < 10
+    ours = "lost another process of the run"
+    if victim == 1:
+        assert survivor.returncode == 1 and stderr.strip().count("\n") == 0 and ours in stderr
+    else:
+        assert survivor.returncode in (1, -signal.SIGABRT), stderr
+        assert ours in stderr or "another task died" in stderr, stderr
+    procs[victim].communicate()
+    assert all(json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines())
+
+
+def test_ctrl_c_in_one_process_stops_both_at_one_checkpoint(tmp_path):
+    """Ctrl-C to process 0 alone: both processes stop after the same chunk (one collective
+    flag), save that update's checkpoint together and exit 130."""
+    procs = _start_two_processes(tmp_path, "total_timesteps=500_000", "checkpoint.every=0")
+    _when_training(tmp_path, procs)
+    procs[0].send_signal(signal.SIGINT)
+    outputs = [proc.communicate(timeout=120) for proc in procs]
+    assert [proc.returncode for proc in procs] == [130, 130], outputs[0][1][-3000:]
+    rows = (tmp_path / "metrics.jsonl").read_text().splitlines()
+    assert restore_run(tmp_path).update == json.loads(rows[-1])["update"]
