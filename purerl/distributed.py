@@ -56,6 +56,21 @@ def any_process(flag: bool) -> bool:
     return bool(np.asarray(multihost_utils.process_allgather(np.int32(flag))).any())
 
 
+def each_process(text: str) -> list:
+    """`text` of every process, by process index (a collective: every process must call it)."""
+    if jax.process_count() == 1:
+        return [text]
+    import numpy as np
+    from jax.experimental import multihost_utils
+
+    data = np.frombuffer(text.encode(), np.uint8)
+    sizes = np.asarray(multihost_utils.process_allgather(np.int32(data.size))).reshape(-1)
+    padded = np.zeros(int(sizes.max()), np.uint8)
+    padded[:data.size] = data
+    rows = np.asarray(multihost_utils.process_allgather(padded)).reshape(len(sizes), -1)
+    return [bytes(row[:size]).decode() for row, size in zip(rows, sizes)]
+
+
 def lost_peer(error: Exception) -> bool:
     """Whether `error` is a collective that failed because another process of the run is gone
     (killed, crashed, unreachable): a JAX runtime error in a run of several processes."""

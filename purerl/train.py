@@ -251,6 +251,19 @@ def join_processes(config: Config) -> None:
         log.setLevel(logging.ERROR)
 
 
+def check_same_run_dir(run_dir: Path) -> None:
+    """The processes of a run write one run directory: raises ConfigError in every process
+    when one process's differs from process 0's (a collective)."""
+    from purerl.distributed import each_process
+
+    dirs = each_process(str(run_dir.resolve()))
+    other = next((i for i, d in enumerate(dirs) if d != dirs[0]), None)
+    if other is not None:
+        raise ConfigError(f"hydra.run.dir differs between the processes of the run ({dirs[0]} "
+                          f"in process 0, {dirs[other]} in process {other}): give every "
+                          "process the same one, on a file system they all mount")
+
+
 def _quiet_hydra_beside_process_0() -> List[str]:
     """Hydra overrides for the processes of a multi-process run but process 0: no `.hydra/`
     config copy and no log file in the run directory, which process 0 writes."""
@@ -783,6 +796,7 @@ def _hydra_main(cfg: DictConfig) -> Optional[float]:
     try:
         config = load_config(cfg)
         join_processes(config)
+        check_same_run_dir(run_dir)
         check_devices(config, jax.device_count())
         return run(config, run_dir)["final_return"]
     except ConfigError as error:

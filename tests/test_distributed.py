@@ -83,20 +83,31 @@ def test_distributed_settings_are_checked(make_config, settings, message):
         validate(make_config(**settings))
 
 
+def test_processes_with_different_run_dirs_stop_with_one_line(tmp_path):
+    procs = _start_two_processes([tmp_path / "a", tmp_path / "b"])
+    for proc in procs:
+        _, stderr = proc.communicate(timeout=120)
+        assert proc.returncode == 2, stderr[-3000:]
+        assert "purerl: error: hydra.run.dir differs between the processes" in stderr
+        assert "Traceback" not in stderr and "compiled" not in stderr
+
+
 # 16 updates of 4 envs x 16 steps, checkpoints every 4 (3 kept).
 RUN = ["+env=cartpole", "total_timesteps=1024", "ppo.num_steps=16", "log.progress=false",
        "eval.num_episodes=2", "checkpoint.every=4"]
 
 
 def _start_two_processes(run_dir, *args):
-    """Starts `python -m purerl.train RUN args` in 2 processes x 1 device sharing `run_dir`."""
+    """Starts `python -m purerl.train RUN args` in 2 processes x 1 device sharing `run_dir`
+    (or each its own, from a list)."""
+    run_dirs = run_dir if isinstance(run_dir, list) else [run_dir] * 2
     port = _free_port()
     env = {**os.environ, "PYTHONPATH": f"{TESTS.parent}{os.pathsep}{TESTS}"}
     return [subprocess.Popen([sys.executable, "-m", "purerl.train", *RUN, *args,
                               "distributed.enabled=true",
                               f"distributed.coordinator=localhost:{port}",
                               "distributed.num_processes=2", f"distributed.process_id={i}",
-                              f"hydra.run.dir={run_dir}"], cwd=TESTS.parent, env=env,
+                              f"hydra.run.dir={run_dirs[i]}"], cwd=TESTS.parent, env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             for i in range(2)]
 
