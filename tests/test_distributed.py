@@ -3,7 +3,6 @@
 import json
 import os
 import pickle
-import shutil
 import signal
 import socket
 import subprocess
@@ -164,18 +163,23 @@ def test_two_processes_of_the_command_line_write_one_run(tmp_path):
 
 
 
-def test_a_two_process_run_resumes_bit_identical(tmp_path):
-    """Two processes resume their run from its checkpoint of update 8 (the later ones gone, as
-    after a kill) and end with the same metrics.jsonl and state as the run never stopped."""
-    whole, resumed = tmp_path / "whole", tmp_path / "resumed"
-    _two_processes(whole)
-    shutil.copytree(whole, resumed)
-    for later in (12, 16):
-        shutil.rmtree(resumed / CHECKPOINTS / str(later))
-    (resumed / "summary.json").unlink()
-    _two_processes(resumed, "resume=true")
-    assert (resumed / "metrics.jsonl").read_text() == (whole / "metrics.jsonl").read_text()
-    a, b = restore_run(whole).state, restore_run(resumed).state
+def test_two_processes_killed_after_a_checkpoint_resume_bit_identical(tmp_path):
+    """Both processes SIGKILLed once a checkpoint is on disk, both restarted with resume=true:
+    the same metrics.jsonl and state as the run never stopped."""
+    longer = ("total_timesteps=25_600", "checkpoint.every=50")  # 400 updates
+    whole, killed = tmp_path / "whole", tmp_path / "killed"
+    _two_processes(whole, *longer)
+    procs = _start_two_processes(killed, *longer)
+    while not (killed / CHECKPOINTS / "50").is_dir():
+        assert all(proc.poll() is None for proc in procs), procs[0].communicate()[1][-3000:]
+        time.sleep(0.01)
+    for proc in procs:
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate()
+    assert not (killed / "summary.json").exists()  # stopped before its end
+    _two_processes(killed, *longer, "resume=true")
+    assert (killed / "metrics.jsonl").read_text() == (whole / "metrics.jsonl").read_text()
+    a, b = restore_run(whole).state, restore_run(killed).state
     for x, y in zip(jax.tree.leaves((a.params, a.opt_state)),
                     jax.tree.leaves((b.params, b.opt_state))):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
