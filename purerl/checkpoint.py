@@ -21,7 +21,7 @@ from purerl.config import Config, ConfigError
 CHECKPOINTS = "checkpoints"
 BEST = "best"  # checkpoints/best/: the best policy by eval return, when checkpoint.best
 # Settings that cannot change a run's result: a resumed run may change them.
-RESUMABLE_CHANGES = ("log_every", "log", "eval", "checkpoint", "resume", "init_from",
+RESUMABLE_CHANGES = ("log_every", "log", "eval", "checkpoint", "resume", "init_from", "init_member",
                      "compile_cache", "distributed")  # (the device count is checked apart)
 
 

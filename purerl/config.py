@@ -6,6 +6,7 @@ after `validate` nothing mutates a `Config`. Derived sizes are properties, never
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
@@ -16,6 +17,9 @@ PRNG_IMPLS = ("threefry2x32", "rbg", "unsafe_rbg")
 ACTIVATIONS = ("tanh", "relu", "gelu", "swish", "silu", "elu", "leaky_relu", "sigmoid", "softplus")
 CONV_PADDINGS = ("SAME", "VALID")
 RNN_CELLS = ("gru", "lstm")
+# The hyperparameters a sweep may vary inside one program (arrays in it, not shapes).
+SWEEPABLE = ("lr", "gamma", "gae_lambda", "clip_eps", "ent_coef", "vf_coef", "max_grad_norm",
+             "target_kl")
 
 
 class ConfigError(ValueError):
@@ -130,6 +134,32 @@ class DistributedConfig:
 
 
 @dataclass
+class SweepConfig:
+    """Values of the PPO hyperparameters to train at once: the product of the given lists is
+    the grid, and each grid point runs `num_seeds` seeds, all vmapped in one program."""
+
+    lr: Optional[List[float]] = None
+    gamma: Optional[List[float]] = None
+    gae_lambda: Optional[List[float]] = None
+    clip_eps: Optional[List[float]] = None
+    ent_coef: Optional[List[float]] = None
+    vf_coef: Optional[List[float]] = None
+    max_grad_norm: Optional[List[float]] = None
+    target_kl: Optional[List[float]] = None
+
+    def swept(self) -> Dict[str, List[float]]:
+        """The given lists, in SWEEPABLE order."""
+        return {name: list(getattr(self, name)) for name in SWEEPABLE
+                if getattr(self, name) is not None}
+
+    def grid(self) -> List[Dict[str, float]]:
+        """The grid points: one {name: value} per combination, the last name varying fastest;
+        [{}] without a sweep."""
+        swept = self.swept()
+        return [dict(zip(swept, values)) for values in itertools.product(*swept.values())]
+
+
+@dataclass
 class Config:
     seed: int = 0
     num_seeds: int = 1  # independent seeds vmapped inside one compiled program
@@ -146,11 +176,20 @@ class Config:
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     log: LogConfig = field(default_factory=LogConfig)
     distributed: DistributedConfig = field(default_factory=DistributedConfig)
+    sweep: SweepConfig = field(default_factory=SweepConfig)
     resume: bool = False  # continue the run in this run directory from its newest checkpoint
     init_from: Optional[str] = None  # a run directory whose final network params start this run
+    init_member: Optional[int] = None  # which member of init_from; null: each seed its own, or
+    # the best member of a sweep
     # JAX's persistent compilation cache: "auto" is $JAX_COMPILATION_CACHE_DIR if set, else
     # $XDG_CACHE_HOME/purerl/xla (~/.cache/purerl/xla); a directory; None turns it off.
     compile_cache: Optional[str] = "auto"
+
+    @property
+    def num_members(self) -> int:
+        """Runs trained at once in the program: sweep grid points x seeds (member m is grid
+        point m // num_seeds with seed m % num_seeds)."""
+        return len(self.sweep.grid()) * self.num_seeds
 
     @property
     def batch_size(self) -> int:
@@ -173,11 +212,11 @@ class Config:
         return schedule
 
 
-def env_devices(num_seeds: int, num_devices: int) -> int:
-    """How many devices a run's envs are split over: none (1) when its seeds split evenly
-    over the `num_devices` devices (each device then trains seeds of its own, with no
-    communication), else all of them (each seed's envs split, gradients averaged)."""
-    return 1 if num_seeds % num_devices == 0 else num_devices
+def env_devices(num_members: int, num_devices: int) -> int:
+    """How many devices a run's envs are split over: none (1) when its members (seeds) split
+    evenly over the `num_devices` devices (each device then trains members of its own, with no
+    communication), else all of them (each member's envs split, gradients averaged)."""
+    return 1 if num_members % num_devices == 0 else num_devices
 
 
 def validate(config: Config, num_devices: Optional[int] = 1) -> Config:
@@ -207,21 +246,12 @@ def validate(config: Config, num_devices: Optional[int] = 1) -> Config:
             f"total_timesteps={config.total_timesteps} is smaller than one update: "
             f"env.num_envs * ppo.num_steps = {env.num_envs} * {ppo.num_steps} = {config.batch_size}"
         )
-    if not ppo.lr > 0:
-        raise ConfigError(f"ppo.lr={ppo.lr} must be > 0")
-    for key in ("gamma", "gae_lambda"):
-        value = getattr(ppo, key)
-        if not 0.0 <= value <= 1.0:
-            raise ConfigError(f"ppo.{key}={value} must be in [0, 1]")
-    if not ppo.clip_eps > 0:
-        raise ConfigError(f"ppo.clip_eps={ppo.clip_eps} must be > 0")
-    for key in ("ent_coef", "vf_coef"):
-        if getattr(ppo, key) < 0:
-            raise ConfigError(f"ppo.{key}={getattr(ppo, key)} must be >= 0")
-    if not ppo.max_grad_norm > 0:
-        raise ConfigError(f"ppo.max_grad_norm={ppo.max_grad_norm} must be > 0")
-    if ppo.target_kl is not None and not ppo.target_kl > 0:
-        raise ConfigError(f"ppo.target_kl={ppo.target_kl} must be > 0, or null to turn it off")
+    for name in SWEEPABLE:
+        value = getattr(ppo, name)
+        if value is not None and not _in_range(name, value):
+            raise ConfigError(f"ppo.{name}={value} must be {HYPERPARAM_RANGES[name][0]}"
+                              + (", or null to turn it off" if name == "target_kl" else ""))
+    _validate_sweep(config.sweep)
     if ppo.anneal_lr and ppo.schedule.lr.kind != "constant":
         raise ConfigError(
             f"ppo.anneal_lr=true and ppo.schedule.lr.kind={ppo.schedule.lr.kind} both set the lr "
@@ -270,7 +300,7 @@ def check_devices(config: Config, num_devices: int) -> None:
     """The checks of `validate` that need the device count: the envs, and each device's share
     of the batch, must divide evenly over the devices the envs are split over; raises
     ConfigError."""
-    num_devices = env_devices(config.num_seeds, num_devices)
+    num_devices = env_devices(config.num_members, num_devices)
     num_envs = config.env.num_envs
     if num_envs % num_devices:
         raise ConfigError(
@@ -336,6 +366,36 @@ def _validate_distributed(dist: DistributedConfig) -> None:
             None, None, None):
         raise ConfigError("distributed.coordinator, num_processes or process_id is set but "
                           "distributed.enabled=false: pass distributed.enabled=true")
+
+
+# Each sweepable hyperparameter's valid values: (what they must be, the test).
+HYPERPARAM_RANGES = {
+    "lr": ("> 0", lambda v: v > 0),
+    "gamma": ("in [0, 1]", lambda v: 0.0 <= v <= 1.0),
+    "gae_lambda": ("in [0, 1]", lambda v: 0.0 <= v <= 1.0),
+    "clip_eps": ("> 0", lambda v: v > 0),
+    "ent_coef": (">= 0", lambda v: v >= 0),
+    "vf_coef": (">= 0", lambda v: v >= 0),
+    "max_grad_norm": ("> 0", lambda v: v > 0),
+    "target_kl": ("> 0", lambda v: v > 0),
+}
+
+
+def _in_range(name: str, value: float) -> bool:
+    return math.isfinite(value) and HYPERPARAM_RANGES[name][1](value)
+
+
+def _validate_sweep(sweep: SweepConfig) -> None:
+    for name, values in sweep.swept().items():
+        if not values:
+            raise ConfigError(f"sweep.{name}=[] is empty: give at least one value, or leave it "
+                              "out")
+        bad = [v for v in values if not _in_range(name, v)]
+        if bad:
+            raise ConfigError(f"sweep.{name}={values}: {bad[0]} is out of range, each value "
+                              f"must be {HYPERPARAM_RANGES[name][0]}")
+        if len(set(values)) < len(values):
+            raise ConfigError(f"sweep.{name}={values} has a repeated value")
 
 
 def _positive(key: str, value: int) -> None:

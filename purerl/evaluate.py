@@ -11,6 +11,7 @@ GIF of one episode at the first temperature, for envs that gymnax can draw.
     max_steps=null       steps per episode at most; null: the run's eval.max_steps
     seed=0               the evaluation's PRNG seed
     render=false         write <run>/episode_T<temperature>.gif
+    member=null          one member (seed) alone; null: all seeds pooled, or a sweep's best
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ class EvaluateArgs:
     max_steps: Optional[int] = None
     seed: int = 0
     render: bool = False
+    member: Optional[int] = None  # one member (seed) alone; null: all seeds, a sweep's best
 
 
 def parse_args(argv: List[str]) -> EvaluateArgs:
@@ -82,9 +84,20 @@ def evaluate_run(args: EvaluateArgs) -> Dict[str, Dict[str, float]]:
     from purerl.checkpoint import restore_run
     from purerl.envs import make_env
     from purerl.evaluation import make_evaluator, with_evaluation
+    from purerl.sweep import is_sweep, point_label
+    from purerl.trained import best_member
 
     saved = restore_run(Path(args.run), args.checkpoint)
     config, state, update = saved.config, saved.state, saved.update
+    member = args.member
+    if member is None and is_sweep(config):
+        member = best_member(saved.record)
+    members = config.num_members
+    if member is not None:
+        if not 0 <= member < members:
+            raise ConfigError(f"member={member}: {args.run} has {members} member(s), "
+                              f"0-{members - 1}")
+        state, members = jax.tree.map(lambda x: x[member:member + 1], state), 1
     config = with_evaluation(config, args.episodes, args.temperatures, args.max_steps)
     validate(config, jax.local_device_count())
     if args.render and config.env.name not in RENDERABLE:
@@ -99,14 +112,17 @@ def evaluate_run(args: EvaluateArgs) -> Dict[str, Dict[str, float]]:
     evaluator = make_evaluator(config, env, env_params)
     eval_key = jax.random.key(args.seed)
     result = jax.jit(jax.vmap(evaluator.evaluate))(
-        state.params, state.normalizer.obs, jax.random.split(eval_key, config.num_seeds))
+        state.params, state.normalizer.obs, jax.random.split(eval_key, members))
     returns, lengths = np.asarray(result.episode_return), np.asarray(result.episode_length)
     table = {str(float(t)): {"return": float(returns[:, i].mean()),
                              "return_std": float(returns[:, i].std()),
                              "length": float(lengths[:, i].mean())}
              for i, t in enumerate(config.eval.temperatures)}
+    who = f"{config.num_seeds} seed(s)" if member is None else f"member {member}"
+    if member is not None and is_sweep(config):
+        who += f" ({point_label(config.sweep.grid()[member // config.num_seeds])})"
     print(f"{config.env.name}, checkpoint of update {update} ({args.checkpoint}), "
-          f"{config.num_seeds} seed(s) x {args.episodes} episodes")
+          f"{who} x {args.episodes} episodes")
     print(f"{'temperature':>11} | {'return':>10} | {'std (seeds)':>11} | {'length':>8}")
     for t, row in table.items():
         print(f"{t:>11} | {row['return']:>10.2f} | {row['return_std']:>11.2f} | "

@@ -187,8 +187,9 @@ class TensorBoardSink:
     """Writes `metrics_rows`-style dicts as TensorBoard scalars into `run_dir` itself.
 
     One scalar per numeric key (tag = the key, e.g. `episode_return`, `eval_return/1.0`) at
-    step = row["env_steps"]; None, non-finite, strings and lists are skipped, and so are
-    `update` and `env_steps`. The file is on disk when `write` returns: tensorboardX's
+    step = row["env_steps"], and one per entry of a sweep's `*_per_point` lists
+    (`episode_return_per_point/0`, ...); None, non-finite, strings and other lists are skipped,
+    and so are `update` and `env_steps`. The file is on disk when `write` returns: tensorboardX's
     `SummaryWriter` queues events to a background thread that its `flush` does not wait for,
     so this uses tensorboardX's synchronous `EventsWriter` (the same file format) instead.
     """
@@ -216,8 +217,12 @@ class TensorBoardSink:
         from tensorboardX.proto.summary_pb2 import Summary
 
         for row in rows:
+            scalars = dict(row)
+            for key, value in row.items():  # a sweep's grid points: one scalar each
+                if key.endswith("_per_point"):
+                    scalars.update({f"{key}/{i}": v for i, v in enumerate(value)})
             values = [Summary.Value(tag=key, simple_value=float(value))
-                      for key, value in row.items()
+                      for key, value in scalars.items()
                       if key not in self.SKIP_KEYS and _is_number(value)]
             if values:
                 self._writer.write_event(Event(wall_time=time.time(), step=int(row["env_steps"]),
@@ -229,13 +234,16 @@ class TensorBoardSink:
 
 
 def plot_learning_curve(path: Path, env_steps: np.ndarray, returns: np.ndarray,
-                        evals: Dict[str, List[Tuple[int, float]]], title: str = "") -> None:
+                        evals: Dict[str, List[Tuple[int, float]]], title: str = "",
+                        groups: Optional[List[str]] = None) -> None:
     """Writes a PNG of episode return against env steps to `path`, atomically.
 
     `env_steps` is `[U]` (per seed, at the end of each update); `returns` is `[S, U]` (or `[U]`)
     with NaN where a seed completed no episode in an update. Each seed is a thin translucent line
     over its finite points, the nanmean over seeds a thick line; `evals` maps a temperature key
-    ("1.0" or "eval_return/1.0") to `(env_steps, return)` pairs drawn as markers. No pyplot: a
+    ("1.0" or "eval_return/1.0") to `(env_steps, return)` pairs drawn as markers. With `groups`
+    (a sweep's grid point labels), the rows are consecutive groups of equally many seeds, and
+    each group gets its own colour and mean line, labelled. No pyplot: a
     `Figure` on an Agg canvas, so importing this module touches no global matplotlib state.
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -249,16 +257,11 @@ def plot_learning_curve(path: Path, env_steps: np.ndarray, returns: np.ndarray,
     fig = Figure(figsize=(7, 4.5), dpi=100)
     FigureCanvasAgg(fig)
     ax = fig.add_subplot(1, 1, 1)
-    finite = np.isfinite(y)
-    if num_seeds > 1:
-        for seed in range(num_seeds):
-            ax.plot(x[finite[seed]], y[seed, finite[seed]], color="C0", linewidth=0.8, alpha=0.3)
-    any_finite = finite.any(axis=0)
-    if any_finite.any():
-        mean = np.where(finite, y, 0.0).sum(axis=0)[any_finite] / finite.sum(axis=0)[any_finite]
-        label = f"mean of {num_seeds} seeds" if num_seeds > 1 else "episode return"
-        ax.plot(x[any_finite], mean, color="C0", linewidth=2.0, label=label)
-    for i, (key, points) in enumerate(evals.items()):
+    labels = groups or [None]
+    size = num_seeds // len(labels)
+    for g, group_label in enumerate(labels):
+        _plot_seeds(ax, x, y[g * size:(g + 1) * size], f"C{g}", group_label)
+    for i, (key, points) in enumerate(evals.items(), start=len(labels) - 1):
         pts = [(s, r) for s, r in points if r is not None and _is_number(r)]
         if pts:
             steps, values = zip(*pts)
@@ -280,6 +283,21 @@ def plot_learning_curve(path: Path, env_steps: np.ndarray, returns: np.ndarray,
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+def _plot_seeds(ax, x: np.ndarray, y: np.ndarray, color: str, label: Optional[str]) -> None:
+    """Each seed's returns `y [S, U]` as a thin line and their mean (over the seeds that
+    completed an episode) as a thick one, in `color`."""
+    num_seeds = y.shape[0]
+    finite = np.isfinite(y)
+    if num_seeds > 1:
+        for seed in range(num_seeds):
+            ax.plot(x[finite[seed]], y[seed, finite[seed]], color=color, linewidth=0.8, alpha=0.3)
+    any_finite = finite.any(axis=0)
+    if any_finite.any():
+        mean = np.where(finite, y, 0.0).sum(axis=0)[any_finite] / finite.sum(axis=0)[any_finite]
+        label = label or (f"mean of {num_seeds} seeds" if num_seeds > 1 else "episode return")
+        ax.plot(x[any_finite], mean, color=color, linewidth=2.0, label=label)
 
 
 def _si(x: float) -> str:

@@ -96,11 +96,11 @@ def make_ppo(
     num_steps, words = ppo.num_steps, key_words(impl)
     agent = make_agent(config, env, env_params)
     recurrent = agent.recurrent
+    early_stop = ppo.target_kl is not None or config.sweep.target_kl is not None
     learner = make_learner(agent, batch_size=num_envs if recurrent else num_envs * num_steps,
                            num_epochs=ppo.num_epochs,
                            num_minibatches=ppo.num_minibatches, clip_value=ppo.clip_value,
-                           early_stop=ppo.target_kl is not None, prng_impl=impl,
-                           axis_name=axis_name)
+                           early_stop=early_stop, prng_impl=impl, axis_name=axis_name)
     example_inputs = agent.example_inputs()
     num_kernel_normals = kernel_normal_size(agent.network, *example_inputs)  # once, not per trace
     # The update's randomness, each device its own: the action noise, the envs' key, the keys

@@ -19,13 +19,14 @@ from purerl.envs.normalization import Normalizer
 from purerl.parallel import DEVICE_AXIS, make_mesh, map_seeds, shard_over_devices
 from purerl.ppo import Metrics, RunnerState, make_ppo
 from purerl.prng import convert_key
-from purerl.schedules import hyperparams_from_config
+from purerl.schedules import member_hyperparams
 
 
 class Program(NamedTuple):
     """The jittable functions of one configured run, mapped over seeds and devices.
 
-    init(key) -> RunnerState with leaves `[S, ...]` (S = num_seeds; env leaves `[S, B, ...]`).
+    init(key) -> RunnerState with leaves `[S, ...]` (S = num_members: sweep grid points x seeds;
+        env leaves `[S, B, ...]`).
     run(state, num) -> (state, Metrics `[S, chunk]`): `num <= chunk` updates; rows past `num`
         are zeros.
     train(key) -> (RunnerState, Metrics `[S, num_updates]`): the whole run, init and all updates.
@@ -48,22 +49,24 @@ def make_program(config: Config, chunk: Optional[int] = None) -> Program:
     num_devices = jax.device_count()  # of every process (purerl.distributed)
     validate(config, num_devices)
     env, env_params = make_env(config.env)
-    num_seeds, num_updates = config.num_seeds, config.num_updates
+    num_seeds, num_updates = config.num_members, config.num_updates  # seeds: all members
     split_envs = env_devices(num_seeds, num_devices) > 1
     ppo = make_ppo(config, env, env_params,
                    num_envs=config.env.num_envs // (num_devices if split_envs else 1),
                    axis_name=DEVICE_AXIS if split_envs else None)
     device_seeds = num_seeds if split_envs else num_seeds // num_devices
     chunk = num_updates if chunk is None else min(chunk, num_updates)
-    hparams = hyperparams_from_config(config)
 
     def seed_keys(key):
         # Converted first: the PRNG of the run is cheaper to compile than JAX's default one.
+        # Every grid point of a sweep trains the same seeds.
         key = convert_key(key, config.prng_impl)
-        return key[None] if num_seeds == 1 else jax.random.split(key, num_seeds)
+        keys = key[None] if config.num_seeds == 1 else jax.random.split(key, config.num_seeds)
+        points = num_seeds // config.num_seeds
+        return keys if points == 1 else jnp.tile(keys, points)
 
     def seed_hparams():
-        return jax.tree.map(lambda x: jnp.broadcast_to(x, (num_seeds,)), hparams)
+        return member_hyperparams(config)
 
     def run_one(state: RunnerState, num):
         metrics_shape = jax.eval_shape(ppo.update, state)[1]

@@ -35,6 +35,19 @@ def hyperparams_from_config(config: Config) -> HyperParams:
                        target_kl=jnp.float32(target_kl))
 
 
+def member_hyperparams(config: Config) -> HyperParams:
+    """Every member's base hyperparameters, leaves `[M]` (M = config.num_members): the config's
+    values, with the swept ones taken from each member's grid point (member m is grid point
+    m // num_seeds)."""
+    base = hyperparams_from_config(config)
+    grid = config.sweep.grid()
+    columns = {name: jnp.repeat(jnp.asarray([point[name] for point in grid], jnp.float32),
+                                config.num_seeds)
+               for name in config.sweep.swept()}
+    return HyperParams(**{name: columns.get(name, jnp.broadcast_to(value, (config.num_members,)))
+                          for name, value in base._asdict().items()})
+
+
 def schedule_factor(schedule: ScheduleConfig, progress: jax.Array) -> jax.Array:
     """The multiplier of `schedule` at `progress` in [0, 1] (a float32 scalar array)."""
     if schedule.kind == "constant":

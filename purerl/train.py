@@ -321,29 +321,43 @@ def compile_programs(config: Config, program, key) -> Programs:
 
 
 def _eval_keys(config: Config, key):
-    """One evaluation's keys, one per seed, split from `key` and then converted to the run's
+    """One evaluation's keys, one per member, split from `key` and then converted to the run's
     PRNG (`prng_impl`), which compiles to far fewer kernels than JAX's default threefry."""
     import jax
 
     from purerl.prng import convert_key
 
-    return convert_key(jax.random.split(key, config.num_seeds), config.prng_impl)
+    return convert_key(jax.random.split(key, config.num_members), config.prng_impl)
 
 
-def _params_from(run_dir: Path, like):
-    """The network params (host arrays `[S, ...]`) of another run's final checkpoint,
-    shape-checked against `like`, this run's abstract params; raises ConfigError."""
+def _params_from(run_dir: Path, like, init_member: Optional[int] = None):
+    """The network params (host arrays `[M, ...]`) of another run's final checkpoint: member
+    `init_member`'s for every member (default: a sweep's best member; else each seed its own,
+    or the one seed's for all), shape-checked against `like`, this run's abstract params;
+    raises ConfigError."""
     import jax
     import numpy as np
 
     from purerl.checkpoint import restore_run
 
+    from purerl.sweep import is_sweep
+    from purerl.trained import best_member
+
     saved = restore_run(run_dir)
     source, params = saved.config, saved.state.params
-    num_seeds = jax.tree.leaves(like)[0].shape[0]
-    if source.num_seeds not in (1, num_seeds):
-        raise ConfigError(f"init_from={run_dir}: it has {source.num_seeds} seeds, this run "
-                          f"{num_seeds}; use 1 or {num_seeds}")
+    num_members = jax.tree.leaves(like)[0].shape[0]
+    member = init_member
+    if member is None and is_sweep(source):
+        member = best_member(saved.record)
+    if member is not None:
+        if not 0 <= member < source.num_members:
+            raise ConfigError(f"init_member={member}: {run_dir} has {source.num_members} "
+                              f"member(s), 0-{source.num_members - 1}")
+        params = jax.tree.map(lambda x: x[member:member + 1], params)
+    elif source.num_members not in (1, num_members):
+        raise ConfigError(f"init_from={run_dir}: it has {source.num_members} members, this "
+                          f"run {num_members}; use 1 or {num_members}, or pick one by "
+                          "init_member")
     mine = dict(jax.tree_util.tree_flatten_with_path(like)[0])
     theirs = dict(jax.tree_util.tree_flatten_with_path(params)[0])
     for path in sorted(set(mine) | set(theirs), key=jax.tree_util.keystr):
@@ -403,8 +417,8 @@ class Run:
         return self.done * self.config.batch_size
 
     def sps(self) -> float:
-        """Env steps per second over all seeds, of the updates this process ran."""
-        steps = (self.done - self.first_update) * self.config.batch_size * self.config.num_seeds
+        """Env steps per second over all members (seeds), of the updates this process ran."""
+        steps = (self.done - self.first_update) * self.config.batch_size * self.config.num_members
         return steps / max(self.train_s, 1e-9)
 
     def record(self) -> Dict:
@@ -427,7 +441,7 @@ def _open_or_resume(run: Run, resume_from: Optional[int], init_params) -> None:
     from purerl.distributed import writes_files
 
     run.state = run.programs.init(run.key)
-    run.history = sinks.RunHistory(run.config.num_seeds)
+    run.history = sinks.RunHistory(run.config.num_members)
     if resume_from is not None:
         run.state, saved = run.checkpoints.restore(resume_from, run.state)
         run.history, run.done = sinks.RunHistory.from_record(saved["history"]), resume_from
@@ -494,6 +508,7 @@ def _run_chunk(run: Run, num: int, stop: _StopRequest) -> Chunk:
 
     from purerl import logging as sinks
     from purerl.distributed import any_process, to_host
+    from purerl.sweep import is_sweep, per_member_rows
 
     tick = time.perf_counter()
     state, metrics = run.programs.run_chunk(run.state, np.int32(num))
@@ -503,8 +518,12 @@ def _run_chunk(run: Run, num: int, stop: _StopRequest) -> Chunk:
     flags = np.bitwise_or.reduce(metrics.nonfinite, axis=0)  # [num], over seeds
     good = int(np.argmax(flags != 0)) if flags.any() else num
     metrics = jax.tree.map(lambda x: x[:, :good], metrics)
-    chunk = Chunk(run.done, sinks.metrics_rows(metrics, run.done + 1, run.config.batch_size),
-                  stop_requested, int(flags[good]) if good < num else 0)
+    rows = sinks.metrics_rows(metrics, run.done + 1, run.config.batch_size)
+    if is_sweep(run.config):
+        for row, members in zip(rows, per_member_rows(metrics.episode_return_sum,
+                                                      metrics.episode_count, run.config.num_seeds)):
+            row.update(members)
+    chunk = Chunk(run.done, rows, stop_requested, int(flags[good]) if good < num else 0)
     run.history.extend(metrics)
     run.state, run.done = state, run.done + good
     return chunk
@@ -544,17 +563,21 @@ class Evaluate(Event):
 
         from purerl import logging as sinks
         from purerl.distributed import to_host
+        from purerl.sweep import is_sweep
 
         config, key = run.config, run.key
         eval_key = jax.random.fold_in(jax.random.fold_in(key, EVAL_STREAM), run.done)
         result = run.programs.evaluate(run.state.params, run.state.normalizer.obs,
                                        _eval_keys(config, eval_key))
-        means = np.asarray(to_host(result).episode_return).mean(axis=0)  # over seeds
-        returns = {str(float(t)): sinks.json_number(v)
-                   for t, v in zip(config.eval.temperatures, means)}
+        members = np.asarray(to_host(result).episode_return)  # [M, temperatures]
+        temperatures = [str(float(t)) for t in config.eval.temperatures]
+        returns = {t: sinks.json_number(v) for t, v in zip(temperatures, members.mean(axis=0))}
         previous_best = run.history.best_eval()
-        run.history.evals.append({"update": run.done, "env_steps": run.env_steps,
-                                  "returns": returns})
+        entry = {"update": run.done, "env_steps": run.env_steps, "returns": returns}
+        if is_sweep(config):
+            entry["per_member"] = {t: [sinks.json_number(v) for v in members[:, i]]
+                                   for i, t in enumerate(temperatures)}
+        run.history.evals.append(entry)
         if run.best is not None and run.history.best_eval() != previous_best:
             run.best.save(run.done, run.state, run.record())
         chunk.rows[-1].update({sinks.eval_key(t): v for t, v in returns.items()})
@@ -694,6 +717,7 @@ def run(config: Config, run_dir: Path) -> Dict:
     from purerl.checkpoint import BEST, CHECKPOINTS, Checkpoints
     from purerl.learner import nonfinite_names
     from purerl.program import make_program
+    from purerl.sweep import is_sweep
 
     use_compile_cache(config.compile_cache)
     num_updates = config.num_updates
@@ -704,10 +728,12 @@ def run(config: Config, run_dir: Path) -> Dict:
     init_params = None
     if config.init_from:
         init_params = _params_from(Path(config.init_from),
-                                   jax.eval_shape(program.init, key).params)
-    log.info("%s: %d seed(s) x %d envs on %d device(s), %d updates of %d steps",
-             config.env.name, config.num_seeds, config.env.num_envs, program.num_devices,
-             num_updates, config.batch_size)
+                                   jax.eval_shape(program.init, key).params, config.init_member)
+    points = len(config.sweep.grid())
+    log.info("%s: %s%d seed(s) x %d envs on %d device(s), %d updates of %d steps",
+             config.env.name, f"{points} grid point(s) x " if is_sweep(config) else "",
+             config.num_seeds, config.env.num_envs, program.num_devices, num_updates,
+             config.batch_size)
 
     programs = compile_programs(config, program, key)
     log.info("compiled in %.1f s", programs.compile_s)
@@ -744,6 +770,13 @@ def _finish(run: Run) -> Dict:
     log.info("final return %s | eval %s | compile %.1f s | train %.1f s | %s steps/s",
              summary["final_return"], summary["eval_return"], summary["compile_s"], run.train_s,
              f"{summary['sps']:,.0f}")
+    if "best" in summary:
+        from purerl.sweep import point_label
+
+        best = summary["best"]
+        log.info("best of %d grid points: %s, final return %s (seeds: %s)",
+                 len(summary["combinations"]), point_label(best["hparams"]),
+                 best["final_return"], best["final_return_per_seed"])
     return summary
 
 
@@ -751,25 +784,29 @@ def _plot(run: Run) -> None:
     import numpy as np
 
     from purerl.logging import plot_learning_curve
+    from purerl.sweep import is_sweep, point_labels
 
-    history = run.history
+    history, config = run.history, run.config
     plot_learning_curve(run.run_dir / "learning_curve.png",
-                        np.arange(1, history.num_updates + 1) * run.config.batch_size,
-                        history.returns(), history.eval_points(), title=run.config.env.name)
+                        np.arange(1, history.num_updates + 1) * config.batch_size,
+                        history.returns(), history.eval_points(), title=config.env.name,
+                        groups=point_labels(config) if is_sweep(config) else None)
 
 
 def _summary(run: Run) -> Dict:
-    """summary.json of the run (`sps`: env steps of all seeds per second of training)."""
+    """summary.json of the run (`sps`: env steps of all members per second of training); a
+    sweep's has its members, grid points (`combinations`) and `best` too."""
     import jax
     import numpy as np
 
     from purerl.logging import json_number
+    from purerl.sweep import is_sweep, summary_sections
 
     config, history = run.config, run.history
     finals = history.final_returns()
     per_seed = [None if r is None else json_number(r) for r in finals]
     finite = [r for r in finals if r is not None]
-    return {
+    summary = {
         "env": config.env.name,
         "status": run.status,
         "num_seeds": config.num_seeds,
@@ -784,6 +821,11 @@ def _summary(run: Run) -> Dict:
         "train_s": round(run.train_s, 3),
         "sps": round(run.sps(), 1),
     }
+    if is_sweep(config):
+        last = history.evals[-1] if history.evals else {}
+        summary["num_members"] = config.num_members
+        summary.update(summary_sections(config, finals, last.get("per_member")))
+    return summary
 
 
 @hydra.main(config_path=str(config_dir()), config_name="config", version_base="1.3")
@@ -798,7 +840,8 @@ def _hydra_main(cfg: DictConfig) -> Optional[float]:
         join_processes(config)
         check_same_run_dir(run_dir)
         check_devices(config, jax.device_count())
-        return run(config, run_dir)["final_return"]
+        summary = run(config, run_dir)
+        return summary["best"]["final_return"] if "best" in summary else summary["final_return"]
     except ConfigError as error:
         _fail(error)
     except Exception as error:

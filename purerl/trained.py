@@ -113,8 +113,8 @@ class TrainedPolicy:
 
 
 def best_member(record: Dict) -> int:
-    """The seed with the best final return in a checkpoint's record (0 when none ended an
-    episode)."""
+    """The member (seed, or grid point x seed of a sweep) with the best final return in a
+    checkpoint's record (0 when none ended an episode)."""
     finals = RunHistory.from_record(record["history"]).final_returns()
     scored = [(r, -i) for i, r in enumerate(finals) if r is not None]
     return -max(scored)[1] if scored else 0
@@ -122,13 +122,14 @@ def best_member(record: Dict) -> int:
 
 def load(run_dir, checkpoint: str = "final", member: Optional[int] = None) -> TrainedPolicy:
     """The policy of a run directory's `final` (newest) or `best` checkpoint; `member`: which
-    seed of a multi-seed run (default: the one with the best final return). Raises
+    member of a multi-seed run or sweep (default: the one with the best final return). Raises
     ConfigError (a ValueError) for a directory without checkpoints or a member out of range."""
     saved = restore_run(Path(run_dir), checkpoint)
-    num_seeds = saved.config.num_seeds
+    num_members = saved.config.num_members
     member = best_member(saved.record) if member is None else member
-    if not 0 <= member < num_seeds:
-        raise ConfigError(f"member={member}: {run_dir} has {num_seeds} seed(s), 0-{num_seeds - 1}")
+    if not 0 <= member < num_members:
+        raise ConfigError(f"member={member}: {run_dir} has {num_members} member(s), "
+                          f"0-{num_members - 1}")
     state = jax.tree.map(lambda x: jnp.asarray(x[member]), saved.state)
     env, env_params = make_env(saved.config.env)
     return TrainedPolicy(saved.config, state.params, state.normalizer.obs, member, saved.update,

@@ -191,7 +191,7 @@ def test_load_acts_and_evaluates_a_recurrent_and_a_feed_forward_run(gru_run, tmp
     result = policy.evaluate(episodes=3, temperatures=[0.0], max_steps=20)
     assert list(result) == ["0.0"] and 0 < result["0.0"]["length"] <= 20
     assert result["0.0"]["return"] == result["0.0"]["length"]  # CartPole: 1 per step
-    with pytest.raises(ConfigError, match="member=2: .* has 2 seed"):
+    with pytest.raises(ConfigError, match="member=2: .* has 2 member"):
         purerl.load(gru_run, member=2)
 
     feed_forward = tmp_path / "mlp"

@@ -1,0 +1,77 @@
+"""A sweep's results on the host: its members (grid points x seeds, trained as one vmapped batch
+in the program) per update in metrics.jsonl, and per member and grid point in summary.json.
+
+Member m is grid point m // num_seeds (`Config.sweep.grid()`) with seed m % num_seeds.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional
+
+import numpy as np
+
+from purerl.config import Config
+from purerl.logging import json_number
+
+
+def is_sweep(config: Config) -> bool:
+    """Whether `config` sweeps hyperparameters (`sweep.*` given)."""
+    return bool(config.sweep.swept())
+
+
+def _mean_return(return_sum: np.ndarray, count: np.ndarray) -> List[Optional[float]]:
+    """`[N, K]` episode return sums and counts -> K lists (one per update) of N mean returns,
+    None where no episode ended."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        means = return_sum / count
+    return [[json_number(float(v)) if c else None for v, c in zip(column, counts)]
+            for column, counts in zip(means.T, count.T)]
+
+
+def per_member_rows(return_sum: np.ndarray, count: np.ndarray, num_seeds: int) -> List[Dict]:
+    """Each update's `episode_return_per_member` and `episode_return_per_point` (pooled over
+    the point's seeds) from `[M, K]` episode return sums and counts; None where no episode
+    ended."""
+    points = lambda x: x.reshape(-1, num_seeds, x.shape[1]).sum(axis=1)  # noqa: E731
+    members = _mean_return(return_sum, count)
+    grid = _mean_return(points(return_sum), points(count))
+    return [{"episode_return_per_member": m, "episode_return_per_point": g}
+            for m, g in zip(members, grid)]
+
+
+def point_label(point: Dict[str, float]) -> str:
+    """A grid point in short, e.g. 'lr=0.001 ent_coef=0.01'."""
+    return " ".join(f"{name}={value:g}" for name, value in point.items())
+
+
+def point_labels(config: Config) -> List[str]:
+    return [point_label(point) for point in config.sweep.grid()]
+
+
+def summary_sections(config: Config, finals: List[Optional[float]],
+                     member_evals: Optional[Dict[str, List]]) -> Dict:
+    """summary.json's `members`, `combinations` (best first by mean final return over the grid
+    point's seeds; a point with no finished episode last) and `best` (the first of them).
+    `finals` is each member's final return, `member_evals` each member's returns at the last
+    evaluation by temperature."""
+    num_seeds = config.num_seeds
+    members = []
+    for m, final in enumerate(finals):
+        evals = (None if member_evals is None
+                 else {t: values[m] for t, values in member_evals.items()})
+        members.append({"member": m, "seed": m % num_seeds,
+                        "hparams": config.sweep.grid()[m // num_seeds],
+                        "final_return": None if final is None else json_number(final),
+                        "eval_return": evals})
+    combinations = []
+    for g, point in enumerate(config.sweep.grid()):
+        own = finals[g * num_seeds:(g + 1) * num_seeds]
+        finite = [f for f in own if f is not None]
+        combinations.append({
+            "hparams": point,
+            "final_return": json_number(float(np.mean(finite))) if finite else None,
+            "final_return_per_seed": [None if f is None else json_number(f) for f in own],
+            "members": list(range(g * num_seeds, (g + 1) * num_seeds)),
+        })
+    combinations.sort(key=lambda c: (c["final_return"] is None, -(c["final_return"] or 0.0)))
+    return {"members": members, "combinations": combinations, "best": combinations[0]}
