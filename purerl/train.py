@@ -85,13 +85,23 @@ def _check_env_override(overrides) -> None:
                 raise ConfigError(f"unknown preset +env={value}: {hint}(presets: {names})")
 
 
-def _override_variants(overrides) -> List[List[str]]:
-    """Command lines to check: every value of every sweep, the other sweeps at their first."""
+def _override_variants(overrides, sampling_sweeper: bool) -> List[List[str]]:
+    """Command lines to check: every value of every sweep, the other sweeps at their first
+    (an `interval()`: its bounds, which only a sampling sweeper, e.g. Optuna's, can take)."""
     choices = []
     for o in overrides:
         key = o.get_key_element()
-        values = (list(o.sweep_string_iterator()) if o.is_sweep_override()
-                  else [o.get_value_element_as_str()])
+        if o.is_interval_sweep():
+            if not sampling_sweeper:
+                raise ConfigError(
+                    f"{key}={o.input_line.split('=', 1)[1]}: Hydra's basic sweeper takes lists, "
+                    "choice() and range(); interval() needs a sampling sweeper, such as "
+                    "hydra-optuna-sweeper's (hydra/sweeper=optuna)")
+            values = [str(o.value().start), str(o.value().end)]
+        elif o.is_sweep_override():
+            values = list(o.sweep_string_iterator())
+        else:
+            values = [o.get_value_element_as_str()]
         choices.append([f"{key}={v}" for v in values])
     variants = [[c[0] for c in choices]]
     for i, c in enumerate(choices):
@@ -203,10 +213,12 @@ def preflight(argv: List[str]) -> None:
         raise ConfigError(_explain(error)) from None
     _check_env_override(overrides)
     job_overrides = [o for o in overrides if not o.key_or_group.startswith("hydra")]
+    sampling_sweeper = any(o.key_or_group == "hydra/sweeper" and o.value() != "basic"
+                           for o in overrides)
 
     configs = []
     with initialize_config_dir(str(config_dir()), version_base="1.3"):
-        for variant in _override_variants(job_overrides):
+        for variant in _override_variants(job_overrides, sampling_sweeper):
             try:
                 cfg = compose("config", overrides=variant)
             except (HydraException, OmegaConfBaseException) as error:
@@ -280,6 +292,37 @@ def _quiet_hydra_beside_process_0() -> List[str]:
 def _fail(error, code: int = 2) -> None:
     print(f"purerl: error: {error}", file=sys.stderr)
     sys.exit(code)
+
+
+class JobFailed(Exception):
+    """A run that ended badly (its files written): the one-line reason and the exit code."""
+
+    def __init__(self, message: str, code: int):
+        super().__init__(message)
+        self.code = code
+
+
+# The jobs of this command's sweep (Hydra's -m) that failed: one line each, said at its end.
+FAILED_JOBS: List[str] = []
+
+
+def _job_failed(message: str, code: int, run_dir: Path) -> float:
+    """A failed job: alone, the process exits with `code`; in a sweep it is logged, written to
+    its summary.json when the run wrote none, and said again at the sweep's end (exit 1), and
+    the sweep goes on, its sweeper getting NaN (a failed trial)."""
+    from hydra.types import RunMode
+
+    hydra_config = HydraConfig.get()
+    if hydra_config.mode != RunMode.MULTIRUN:
+        _fail(message, code)
+    log.error("%s", message)
+    if not (run_dir / "summary.json").exists():
+        from purerl.logging import write_summary
+
+        write_summary(run_dir, {"status": "invalid", "error": message})
+    overrides = " ".join(hydra_config.overrides.task)
+    FAILED_JOBS.append(f"job #{hydra_config.job.num} ({overrides}) failed: {message}")
+    return float("nan")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -710,8 +753,8 @@ class _StopRequest:
 
 def run(config: Config, run_dir: Path) -> Dict:
     """Trains `config` in `run_dir`: metrics.jsonl, summary.json, checkpoints/, TensorBoard
-    events and learning_curve.png; returns the summary. Exits 1 after a non-finite update and
-    130 after Ctrl-C, keeping what was good."""
+    events and learning_curve.png; returns the summary. Raises JobFailed after a non-finite
+    update and exits 130 after Ctrl-C, keeping what was good."""
     import jax
 
     from purerl.checkpoint import BEST, CHECKPOINTS, Checkpoints
@@ -749,8 +792,8 @@ def run(config: Config, run_dir: Path) -> Dict:
 
 
 def _finish(run: Run) -> Dict:
-    """The final plot and summary.json; exits 1 after a non-finite update and 130 when
-    interrupted; returns the summary."""
+    """The final plot and summary.json; raises JobFailed after a non-finite update, exits 130
+    when interrupted; returns the summary."""
     from purerl import logging as sinks
     from purerl.checkpoint import CHECKPOINTS, Checkpoints
     from purerl.distributed import writes_files
@@ -761,8 +804,9 @@ def _finish(run: Run) -> Dict:
         sinks.write_summary(run.run_dir, summary)
     if run.status == "nonfinite":
         kept = Checkpoints(run.run_dir / CHECKPOINTS).latest()
-        _fail(f"{run.failure}: stopped; metrics.jsonl keeps updates 1-{run.done}"
-              + (f", checkpoints/{kept} is the last good checkpoint" if kept else ""), code=1)
+        raise JobFailed(f"{run.failure}: stopped; metrics.jsonl keeps updates 1-{run.done}"
+                        + (f", checkpoints/{kept} is the last good checkpoint" if kept else ""),
+                        code=1)
     if run.status == "interrupted":
         log.warning("stopped at update %d of %d; checkpoint saved: continue with resume=true "
                     "hydra.run.dir=%s", run.done, run.config.num_updates, run.run_dir)
@@ -843,7 +887,9 @@ def _hydra_main(cfg: DictConfig) -> Optional[float]:
         summary = run(config, run_dir)
         return summary["best"]["final_return"] if "best" in summary else summary["final_return"]
     except ConfigError as error:
-        _fail(error)
+        return _job_failed(str(error), 2, run_dir)
+    except JobFailed as failure:
+        return _job_failed(str(failure), failure.code, run_dir)
     except Exception as error:
         if not lost_peer(error):
             raise
@@ -860,6 +906,10 @@ def main() -> None:
     except KeyboardInterrupt:  # before the loop's handler (compiling) or a second Ctrl-C
         print("purerl: interrupted", file=sys.stderr)
         sys.exit(130)
+    if FAILED_JOBS:  # of a sweep, which went on
+        for line in FAILED_JOBS:
+            print(f"purerl: error: {line}", file=sys.stderr)
+        sys.exit(1)
     _exit_without_teardown()
 
 

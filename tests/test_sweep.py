@@ -138,3 +138,28 @@ def test_a_sweep_resumes_bit_identical(sweep_run, tmp_path):
     summaries = [{k: v for k, v in json.loads((d / "summary.json").read_text()).items()
                   if k not in TIMING} for d in (run_dir, resumed)]
     assert summaries[0] == summaries[1]
+
+
+def test_a_hydra_sweep_with_a_diverging_job_finishes_the_others(tmp_path):
+    """-m with lr=1e30 (the NaN guard stops it) and lr=2.5e-4: the second job still runs;
+    each writes its summary.json; the sweep ends with one line per failed job, exit 1."""
+    result = run_cli("-m", "+env=cartpole", "ppo.lr=1e30,2.5e-4", "total_timesteps=2048",
+                     "ppo.num_steps=32", "log.progress=false", "eval.num_episodes=2",
+                     f"hydra.sweep.dir={tmp_path}")
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    ours = [line for line in result.stderr.splitlines() if line.startswith("purerl: error:")]
+    assert len(ours) == 1 and "job #0 (+env=cartpole ppo.lr=1e+30" in ours[0]
+    assert "failed: non-finite" in ours[0] and result.stderr.strip().endswith(ours[0])
+    statuses = [json.loads((tmp_path / str(job) / "summary.json").read_text())["status"]
+                for job in (0, 1)]
+    assert statuses == ["nonfinite", "completed"]
+
+
+def test_an_interval_sweep_needs_a_sampling_sweeper():
+    result = run_cli("-m", "+env=cartpole", "ppo.lr=interval(1e-4,1e-2)")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip() == (
+        "purerl: error: ppo.lr=interval(1e-4,1e-2): Hydra's basic sweeper takes lists, choice() "
+        "and range(); interval() needs a sampling sweeper, such as hydra-optuna-sweeper's "
+        "(hydra/sweeper=optuna)")
