@@ -32,7 +32,7 @@ def per_member_rows(return_sum: np.ndarray, count: np.ndarray, num_seeds: int) -
     """Each update's `episode_return_per_member` and `episode_return_per_point` (pooled over
     the point's seeds) from `[M, K]` episode return sums and counts; None where no episode
     ended."""
-    points = lambda x: x.reshape(-1, num_seeds, x.shape[1]).sum(axis=1)  # noqa: E731
+    points = lambda x: x.reshape(len(x) // num_seeds, num_seeds, -1).sum(axis=1)  # noqa: E731
     members = _mean_return(return_sum, count)
     grid = _mean_return(points(return_sum), points(count))
     return [{"episode_return_per_member": m, "episode_return_per_point": g}

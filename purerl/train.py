@@ -85,6 +85,37 @@ def _check_env_override(overrides) -> None:
                 raise ConfigError(f"unknown preset +env={value}: {hint}(presets: {names})")
 
 
+# Hydra plugins that purerl's extras install: (config group, option prefix) -> (module, the
+# PyPI name, the extra).
+HYDRA_PLUGINS = {
+    ("hydra/sweeper", "optuna"): ("hydra_plugins.hydra_optuna_sweeper", "hydra-optuna-sweeper",
+                                  "sweep"),
+    ("hydra/sweeper", "purerl_optuna"): ("hydra_plugins.hydra_optuna_sweeper",
+                                         "hydra-optuna-sweeper", "sweep"),
+    ("hydra/launcher", "submitit"): ("hydra_plugins.hydra_submitit_launcher",
+                                     "hydra-submitit-launcher", "cluster"),
+    ("hydra/launcher", "ray"): ("hydra_plugins.hydra_ray_launcher", "hydra-ray-launcher",
+                                "cluster"),
+}
+
+
+def _check_hydra_plugins(overrides) -> None:
+    """A sweeper or launcher of purerl's extras that is not installed: raises ConfigError."""
+    for o in overrides:
+        for (group, prefix), (module, name, extra) in HYDRA_PLUGINS.items():
+            if (o.key_or_group == group and str(o.value()).startswith(prefix)
+                    and not _installed(module)):
+                raise ConfigError(f"{group}={o.value()} needs {name}, not installed: "
+                                  f"pip install -e '.[{extra}]'")
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # its parent package is missing
+        return False
+
+
 def _override_variants(overrides, sampling_sweeper: bool) -> List[List[str]]:
     """Command lines to check: every value of every sweep, the other sweeps at their first
     (an `interval()`: its bounds, which only a sampling sweeper, e.g. Optuna's, can take)."""
@@ -96,7 +127,7 @@ def _override_variants(overrides, sampling_sweeper: bool) -> List[List[str]]:
                 raise ConfigError(
                     f"{key}={o.input_line.split('=', 1)[1]}: Hydra's basic sweeper takes lists, "
                     "choice() and range(); interval() needs a sampling sweeper, such as "
-                    "hydra-optuna-sweeper's (hydra/sweeper=optuna)")
+                    "Optuna's (pip install -e '.[sweep]', hydra/sweeper=purerl_optuna)")
             values = [str(o.value().start), str(o.value().end)]
         elif o.is_sweep_override():
             values = list(o.sweep_string_iterator())
@@ -212,6 +243,7 @@ def preflight(argv: List[str]) -> None:
     except HydraException as error:
         raise ConfigError(_explain(error)) from None
     _check_env_override(overrides)
+    _check_hydra_plugins(overrides)
     job_overrides = [o for o in overrides if not o.key_or_group.startswith("hydra")]
     sampling_sweeper = any(o.key_or_group == "hydra/sweeper" and o.value() != "basic"
                            for o in overrides)
@@ -306,10 +338,11 @@ class JobFailed(Exception):
 FAILED_JOBS: List[str] = []
 
 
-def _job_failed(message: str, code: int, run_dir: Path) -> float:
+def _job_failed(message: str, code: int, run_dir: Path) -> None:
     """A failed job: alone, the process exits with `code`; in a sweep it is logged, written to
     its summary.json when the run wrote none, and said again at the sweep's end (exit 1), and
-    the sweep goes on, its sweeper getting NaN (a failed trial)."""
+    the sweep goes on, its sweeper getting None (Optuna's sweeper: a failed trial; NaN would
+    make it raise)."""
     from hydra.types import RunMode
 
     hydra_config = HydraConfig.get()
@@ -322,7 +355,7 @@ def _job_failed(message: str, code: int, run_dir: Path) -> float:
         write_summary(run_dir, {"status": "invalid", "error": message})
     overrides = " ".join(hydra_config.overrides.task)
     FAILED_JOBS.append(f"job #{hydra_config.job.num} ({overrides}) failed: {message}")
-    return float("nan")
+    return None
 
 
 # ---------------------------------------------------------------------------------------------

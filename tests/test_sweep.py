@@ -141,9 +141,11 @@ def test_a_sweep_resumes_bit_identical(sweep_run, tmp_path):
 
 
 def test_a_hydra_sweep_with_a_diverging_job_finishes_the_others(tmp_path):
-    """-m with lr=1e30 (the NaN guard stops it) and lr=2.5e-4: the second job still runs;
-    each writes its summary.json; the sweep ends with one line per failed job, exit 1."""
-    result = run_cli("-m", "+env=cartpole", "ppo.lr=1e30,2.5e-4", "total_timesteps=2048",
+    """-m with lr=1e30 (the NaN guard stops it) and lr=2.5e-4, each job itself a vmapped sweep:
+    the second job still runs; each writes its summary.json; the sweep ends with one line per
+    failed job, exit 1."""
+    result = run_cli("-m", "+env=cartpole", "ppo.lr=1e30,2.5e-4", "sweep.ent_coef=[0.0,0.01]",
+                     "total_timesteps=2048",
                      "ppo.num_steps=32", "log.progress=false", "eval.num_episodes=2",
                      f"hydra.sweep.dir={tmp_path}")
     assert result.returncode == 1, result.stderr[-3000:]
@@ -161,5 +163,35 @@ def test_an_interval_sweep_needs_a_sampling_sweeper():
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.strip() == (
         "purerl: error: ppo.lr=interval(1e-4,1e-2): Hydra's basic sweeper takes lists, choice() "
-        "and range(); interval() needs a sampling sweeper, such as hydra-optuna-sweeper's "
-        "(hydra/sweeper=optuna)")
+        "and range(); interval() needs a sampling sweeper, such as Optuna's (pip install -e "
+        "'.[sweep]', hydra/sweeper=purerl_optuna)")
+
+
+def test_the_optuna_sweeper_runs_trials_end_to_end(tmp_path):
+    """3 trials over a shape (env.num_envs) and an lr interval, each itself a vmapped sweep:
+    Optuna's best value is the best trial's best grid point."""
+    pytest.importorskip("hydra_plugins.hydra_optuna_sweeper")
+    import yaml
+
+    result = run_cli("-m", "+env=cartpole", "hydra/sweeper=purerl_optuna",
+                     "hydra.sweeper.n_trials=3", "ppo.lr=interval(1e-3,1e-2)",
+                     "env.num_envs=choice(4,8)", "sweep.ent_coef=[0.0,0.01]",
+                     "total_timesteps=2048", "ppo.num_steps=32", "log.progress=false",
+                     "eval.num_episodes=2", f"hydra.sweep.dir={tmp_path}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    bests = [json.loads((tmp_path / str(job) / "summary.json").read_text())["best"]
+             for job in range(3)]
+    optimized = yaml.safe_load((tmp_path / "optimization_results.yaml").read_text())
+    assert optimized["best_value"] == pytest.approx(max(b["final_return"] for b in bests))
+    assert set(optimized["best_params"]) == {"ppo.lr", "env.num_envs"}
+
+
+def test_a_launcher_not_installed_is_one_line_naming_the_extra():
+    from purerl.train import _installed
+
+    if _installed("hydra_plugins.hydra_submitit_launcher"):
+        pytest.skip("hydra-submitit-launcher is installed here")
+    result = run_cli("-m", "+env=cartpole", "hydra/launcher=submitit_slurm")
+    assert result.returncode == 2 and result.stderr.strip() == (
+        "purerl: error: hydra/launcher=submitit_slurm needs hydra-submitit-launcher, not "
+        "installed: pip install -e '.[cluster]'")
