@@ -160,6 +160,24 @@ class SweepConfig:
 
 
 @dataclass
+class PBTConfig:
+    """Population-based training of the members inside the program: every `every` updates the
+    worst `fraction` of them copy the params, optimizer state and hyperparameters of the best,
+    each copied hyperparameter in `hparams` multiplied by one of `perturb` at random."""
+
+    every: int = 0  # updates between generations; 0 = off
+    fraction: float = 0.25  # share of the members replaced each generation
+    perturb: List[float] = field(default_factory=lambda: [0.8, 1.25])
+    hparams: Optional[List[str]] = None  # which evolve; null: those swept, else lr and ent_coef
+
+    def evolving(self, sweep: SweepConfig) -> List[str]:
+        """The hyperparameters that evolve."""
+        if self.hparams is not None:
+            return list(self.hparams)
+        return list(sweep.swept()) or ["lr", "ent_coef"]
+
+
+@dataclass
 class Config:
     seed: int = 0
     num_seeds: int = 1  # independent seeds vmapped inside one compiled program
@@ -177,6 +195,7 @@ class Config:
     log: LogConfig = field(default_factory=LogConfig)
     distributed: DistributedConfig = field(default_factory=DistributedConfig)
     sweep: SweepConfig = field(default_factory=SweepConfig)
+    pbt: PBTConfig = field(default_factory=PBTConfig)
     resume: bool = False  # continue the run in this run directory from its newest checkpoint
     init_from: Optional[str] = None  # a run directory whose final network params start this run
     init_member: Optional[int] = None  # which member of init_from; null: each seed its own, or
@@ -252,6 +271,7 @@ def validate(config: Config, num_devices: Optional[int] = 1) -> Config:
             raise ConfigError(f"ppo.{name}={value} must be {HYPERPARAM_RANGES[name][0]}"
                               + (", or null to turn it off" if name == "target_kl" else ""))
     _validate_sweep(config.sweep)
+    _validate_pbt(config)
     if ppo.anneal_lr and ppo.schedule.lr.kind != "constant":
         raise ConfigError(
             f"ppo.anneal_lr=true and ppo.schedule.lr.kind={ppo.schedule.lr.kind} both set the lr "
@@ -396,6 +416,33 @@ def _validate_sweep(sweep: SweepConfig) -> None:
                               f"must be {HYPERPARAM_RANGES[name][0]}")
         if len(set(values)) < len(values):
             raise ConfigError(f"sweep.{name}={values} has a repeated value")
+
+
+def _validate_pbt(config: Config) -> None:
+    pbt = config.pbt
+    if pbt.every < 0:
+        raise ConfigError(f"pbt.every={pbt.every} must be >= 0 (0: off)")
+    if not 0.0 < pbt.fraction <= 0.5:
+        raise ConfigError(f"pbt.fraction={pbt.fraction} must be in (0, 0.5]")
+    if not pbt.perturb or any(not (math.isfinite(f) and f > 0) for f in pbt.perturb):
+        raise ConfigError(f"pbt.perturb={list(pbt.perturb)} must be a non-empty list of "
+                          "factors > 0")
+    unknown = [name for name in pbt.evolving(config.sweep) if name not in SWEEPABLE]
+    if unknown:
+        raise ConfigError(f"pbt.hparams: {unknown[0]} is not one of {', '.join(SWEEPABLE)}")
+    if pbt.every == 0:
+        return
+    if "target_kl" in pbt.evolving(config.sweep) and (
+            config.ppo.target_kl is None and config.sweep.target_kl is None):
+        raise ConfigError("pbt.hparams has target_kl, but target-KL stopping is off: set "
+                          "ppo.target_kl or sweep.target_kl")
+    replaced = int(pbt.fraction * config.num_members)
+    if replaced < 1:
+        raise ConfigError(f"pbt.fraction={pbt.fraction} of {config.num_members} member(s) "
+                          "replaces none: give more seeds or grid points, or a larger fraction")
+    if pbt.every >= config.num_updates:
+        raise ConfigError(f"pbt.every={pbt.every} is not below the run's {config.num_updates} "
+                          "updates: no generation would happen")
 
 
 def _positive(key: str, value: int) -> None:

@@ -70,10 +70,10 @@ class MetricsLog:
         self._file.close()
 
 
-def keep_metrics_until(run_dir: Path, last_update: int) -> None:
-    """Drops the metrics.jsonl lines after `last_update` (a resumed run rewrites them), and a
-    last line cut short by a kill."""
-    path = Path(run_dir) / "metrics.jsonl"
+def keep_rows_until(path: Path, last_update: int) -> None:
+    """Drops the lines of a JSON-lines file (metrics.jsonl, pbt.jsonl) after `last_update` (a
+    resumed run rewrites them), and a last line cut short by a kill."""
+    path = Path(path)
     if not path.exists():
         return
     lines = []
@@ -275,7 +275,34 @@ def plot_learning_curve(path: Path, env_steps: np.ndarray, returns: np.ndarray,
     if ax.get_legend_handles_labels()[0]:
         ax.legend(loc="best")
     fig.tight_layout()
+    _save_atomically(fig, path)
 
+
+def plot_pbt(path: Path, rows: List[Dict], names: List[str], title: str = "") -> None:
+    """Writes a PNG of each member's evolving hyperparameters over the run (one panel per
+    name, a step line per member, log scale) from pbt.jsonl's `rows`, atomically."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    if not rows:
+        return
+    fig = Figure(figsize=(4 * len(names), 3.5), dpi=100)
+    FigureCanvasAgg(fig)
+    updates = [row["update"] for row in rows]
+    for i, name in enumerate(names):
+        ax = fig.add_subplot(1, len(names), i + 1)
+        values = np.array([row["hparams"][name] for row in rows], dtype=float)  # [G, M]
+        for member in range(values.shape[1]):
+            ax.step(updates, values[:, member], where="post", linewidth=1.0, alpha=0.7)
+        ax.set(xlabel="update", ylabel=name, yscale="log" if (values > 0).all() else "linear")
+        ax.grid(True, alpha=0.3)
+    if title:
+        fig.suptitle(f"{title}: hyperparameters after each PBT generation")
+    fig.tight_layout()
+    _save_atomically(fig, Path(path))
+
+
+def _save_atomically(fig, path: Path) -> None:
     tmp = path.with_suffix(".tmp.png")
     try:
         fig.savefig(tmp, format="png")

@@ -40,8 +40,8 @@ def per_member_rows(return_sum: np.ndarray, count: np.ndarray, num_seeds: int) -
 
 
 def point_label(point: Dict[str, float]) -> str:
-    """A grid point in short, e.g. 'lr=0.001 ent_coef=0.01'."""
-    return " ".join(f"{name}={value:g}" for name, value in point.items())
+    """A grid point in short, e.g. 'lr=0.001 ent_coef=0.01' ('all members' without a sweep)."""
+    return " ".join(f"{name}={value:g}" for name, value in point.items()) or "all members"
 
 
 def point_labels(config: Config) -> List[str]:
@@ -49,11 +49,13 @@ def point_labels(config: Config) -> List[str]:
 
 
 def summary_sections(config: Config, finals: List[Optional[float]],
-                     member_evals: Optional[Dict[str, List]]) -> Dict:
+                     member_evals: Optional[Dict[str, List]],
+                     evolved: Optional[Dict[str, List]] = None) -> Dict:
     """summary.json's `members`, `combinations` (best first by mean final return over the grid
     point's seeds; a point with no finished episode last) and `best` (the first of them).
     `finals` is each member's final return, `member_evals` each member's returns at the last
-    evaluation by temperature."""
+    evaluation by temperature, `evolved` (PBT) each member's hyperparameters now by name; the
+    grid points are then where the members started."""
     num_seeds = config.num_seeds
     members = []
     for m, final in enumerate(finals):
@@ -63,6 +65,8 @@ def summary_sections(config: Config, finals: List[Optional[float]],
                         "hparams": config.sweep.grid()[m // num_seeds],
                         "final_return": None if final is None else json_number(final),
                         "eval_return": evals})
+        if evolved is not None:
+            members[-1]["hparams_now"] = {name: values[m] for name, values in evolved.items()}
     combinations = []
     for g, point in enumerate(config.sweep.grid()):
         own = finals[g * num_seeds:(g + 1) * num_seeds]

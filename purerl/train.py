@@ -11,6 +11,7 @@ from __future__ import annotations
 import atexit
 import difflib
 import importlib.util
+import json
 import logging
 import math
 import os
@@ -36,6 +37,7 @@ log = logging.getLogger("purerl")
 logging.getLogger("absl").setLevel(logging.WARNING)  # orbax logs every file it writes
 PROGRESS_LINES = 10  # about this many progress lines per run
 CHUNKS = 50  # about this many chunks per run: the progress bar's refresh
+PBT_LOG = "pbt.jsonl"  # a PBT run's generations: who copied whom, the new hyperparameters
 EVAL_STREAM = 0x5EED  # evaluation draws its keys from this stream of the seed, apart from training
 
 
@@ -369,12 +371,13 @@ class Programs(NamedTuple):
     init: Callable  # key -> RunnerState
     run_chunk: Callable  # (state, num) -> (state, Metrics [S, chunk]): `num` updates
     evaluate: Callable  # (params, obs_stats, keys [S]) -> EvalResult [S, temperatures]
-    compile_s: float  # wall seconds to build all three
+    compile_s: float  # wall seconds to build them all
+    pbt: Optional[Callable] = None  # (state, fitness [S], key) -> (state, source [S]); PBT on
 
 
 def compile_programs(config: Config, program, key) -> Programs:
-    """Lowers and compiles the init, chunk and evaluation programs. The chunk and evaluation
-    programs are lowered from the state's shapes (with the shardings that the compiled init
+    """Lowers and compiles the init, chunk and evaluation programs (and PBT's generation step
+    when `pbt.every`). All but init are lowered from the state's shapes (with the shardings that the compiled init
     gives the state): no state is made before the run directory is opened."""
     import jax
     import numpy as np
@@ -393,7 +396,15 @@ def compile_programs(config: Config, program, key) -> Programs:
     evaluator = make_evaluator(config, *make_env(config.env))
     evaluate = jax.jit(jax.vmap(evaluator.evaluate)).lower(
         state.params, state.normalizer.obs, _eval_keys(config, key)).compile()
-    return Programs(init, run_chunk, evaluate, compile_s=time.perf_counter() - start)
+    pbt = None
+    if config.pbt.every:
+        from purerl.pbt import make_pbt_step
+
+        fitness = jax.ShapeDtypeStruct((config.num_members,), np.float32)
+        pbt = jax.jit(make_pbt_step(config), donate_argnums=0,
+                      out_shardings=(init.output_shardings, None)).lower(
+            state, fitness, jax.random.key(0)).compile()
+    return Programs(init, run_chunk, evaluate, compile_s=time.perf_counter() - start, pbt=pbt)
 
 
 def _eval_keys(config: Config, key):
@@ -522,13 +533,15 @@ def _open_or_resume(run: Run, resume_from: Optional[int], init_params) -> None:
         run.state, saved = run.checkpoints.restore(resume_from, run.state)
         run.history, run.done = sinks.RunHistory.from_record(saved["history"]), resume_from
         if writes_files():
-            sinks.keep_metrics_until(run.run_dir, run.done)
+            for name in ("metrics.jsonl", PBT_LOG):
+                sinks.keep_rows_until(run.run_dir / name, run.done)
         if run.best is not None:
             run.best.delete_after(run.done)  # a best found after the checkpoint is found again
         log.info("resumed from the checkpoint of update %d", run.done)
     else:
         if writes_files():
-            (run.run_dir / "metrics.jsonl").unlink(missing_ok=True)
+            for name in ("metrics.jsonl", PBT_LOG):
+                (run.run_dir / name).unlink(missing_ok=True)
         if init_params is not None:
             run.state = run.state._replace(params=jax.tree.map(
                 lambda new, old: jax.device_put(new, old.sharding), init_params, run.state.params))
@@ -703,6 +716,50 @@ class Progress(Event):
             log.info(progress_line(latest, run.config.num_updates, sps))
 
 
+class Generation(Event):
+    """Population-based training: a generation of exploit and explore every `pbt.every`
+    updates (not at the run's end), compiled; its line in pbt.jsonl and pbt.png redrawn."""
+
+    def __init__(self, config: Config):
+        self.every = config.pbt.every
+
+    def due(self, run, chunk):
+        return (self.every > 0 and not chunk.nonfinite and run.done % self.every == 0
+                and run.done < run.config.num_updates)
+
+    def handle(self, run, chunk):
+        import jax
+        import numpy as np
+
+        from purerl.distributed import to_host, writes_files
+        from purerl.logging import plot_pbt
+        from purerl.pbt import PBT_STREAM, generation_fitness, generation_row
+
+        config, history, generation = run.config, run.history, run.done // self.every
+        window = slice(run.done - self.every, run.done)
+        fitness = generation_fitness(history.return_sum[:, window], history.count[:, window])
+        key = jax.random.fold_in(jax.random.fold_in(run.key, PBT_STREAM), generation)
+        run.state, source = run.programs.pbt(run.state, fitness, key)
+        names = config.pbt.evolving(config.sweep)
+        hparams = {name: np.asarray(to_host(getattr(run.state.hparams, name)))
+                   for name in names}
+        row = generation_row(run.done, generation, fitness, np.asarray(to_host(source)),
+                             hparams, names)
+        if writes_files():
+            with (run.run_dir / PBT_LOG).open("a") as file:
+                file.write(json.dumps(row) + "\n")
+            plot_pbt(run.run_dir / "pbt.png", _pbt_rows(run.run_dir), names,
+                     title=config.env.name)
+        log.info("generation %d at update %d: %d member(s) copied others", generation,
+                 run.done, len(row["copies"]))
+
+
+def _pbt_rows(run_dir: Path) -> List[Dict]:
+    """The generations of pbt.jsonl so far."""
+    path = run_dir / PBT_LOG
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
 class Checkpoint(Event):
     """A checkpoint every `checkpoint.every` updates, at the end, and when asked to stop."""
 
@@ -741,7 +798,7 @@ class StopRequest(Event):
 def default_events(config: Config, nonfinite_names) -> List[Event]:
     """The events between chunks, in the order they run."""
     return [Evaluate(config), Log(), NonfiniteGuard(nonfinite_names), Progress(config),
-            Checkpoint(config), Plot(), StopRequest()]
+            Generation(config), Checkpoint(config), Plot(), StopRequest()]
 
 
 def _next_stop(run: Run, events: List[Event], chunk: int) -> int:
@@ -851,8 +908,9 @@ def _finish(run: Run) -> Dict:
         from purerl.sweep import point_label
 
         best = summary["best"]
-        log.info("best of %d grid points: %s, final return %s (seeds: %s)",
-                 len(summary["combinations"]), point_label(best["hparams"]),
+        log.info("best of %d %sgrid points: %s, final return %s (seeds: %s)",
+                 len(summary["combinations"]), "starting " if "pbt" in summary else "",
+                 point_label(best["hparams"]),
                  best["final_return"], best["final_return_per_seed"])
     return summary
 
@@ -898,10 +956,14 @@ def _summary(run: Run) -> Dict:
         "train_s": round(run.train_s, 3),
         "sps": round(run.sps(), 1),
     }
-    if is_sweep(config):
+    if is_sweep(config) or config.pbt.every:
         last = history.evals[-1] if history.evals else {}
+        rows = _pbt_rows(run.run_dir) if config.pbt.every else []
+        evolved = rows[-1]["hparams"] if rows else None
         summary["num_members"] = config.num_members
-        summary.update(summary_sections(config, finals, last.get("per_member")))
+        summary.update(summary_sections(config, finals, last.get("per_member"), evolved))
+        if config.pbt.every:
+            summary["pbt"] = {"generations": len(rows), "hparams": evolved}
     return summary
 
 

@@ -58,3 +58,19 @@ def run_cli(*args: str, env: dict | None = None, timeout: float = 600) -> subpro
 @pytest.fixture
 def cli():
     return run_cli
+
+
+def resume_from_checkpoint(run_dir: Path, copy: Path, keep_until: int, *args: str):
+    """Copies a finished run to `copy` as a kill after its checkpoint of update `keep_until`
+    would leave it (the later checkpoints and the summary gone), and resumes it there with
+    `python -m purerl.train ARGS resume=true`; returns the finished process."""
+    import shutil
+
+    shutil.copytree(run_dir, copy)
+    for checkpoint in (copy / "checkpoints").iterdir():
+        if checkpoint.name.isdigit() and int(checkpoint.name) > keep_until:
+            shutil.rmtree(checkpoint)
+    (copy / "summary.json").unlink()
+    result = run_cli(*args, "resume=true", f"hydra.run.dir={copy}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result

@@ -1,16 +1,15 @@
 """Sweeps inside the program: `sweep.<name>=[...]` grid points x seeds, one vmapped batch."""
 
 import json
-import shutil
 import subprocess
 import sys
 
 import jax
 import numpy as np
 import pytest
-from conftest import REPO, run_cli, tiny_config
+from conftest import REPO, resume_from_checkpoint, run_cli, tiny_config
 
-from purerl.checkpoint import CHECKPOINTS, restore_run
+from purerl.checkpoint import restore_run
 from purerl.config import ConfigError, validate
 from purerl.program import make_train
 from purerl.schedules import member_hyperparams
@@ -128,12 +127,7 @@ def test_evaluate_and_init_from_take_the_best_member_or_the_one_asked(sweep_run,
 def test_a_sweep_resumes_bit_identical(sweep_run, tmp_path):
     run_dir, _ = sweep_run
     resumed = tmp_path / "resumed"
-    shutil.copytree(run_dir, resumed)
-    for later in (32, 48):
-        shutil.rmtree(resumed / CHECKPOINTS / str(later))
-    (resumed / "summary.json").unlink()
-    result = run_cli(*SWEEP, "resume=true", f"hydra.run.dir={resumed}")
-    assert result.returncode == 0, result.stderr[-3000:]
+    resume_from_checkpoint(run_dir, resumed, 16, *SWEEP)
     assert (resumed / "metrics.jsonl").read_text() == (run_dir / "metrics.jsonl").read_text()
     summaries = [{k: v for k, v in json.loads((d / "summary.json").read_text()).items()
                   if k not in TIMING} for d in (run_dir, resumed)]

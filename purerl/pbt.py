@@ -1,0 +1,82 @@
+"""Population-based training (PBT) of a run's members: between chunks, every `pbt.every`
+updates, the worst `pbt.fraction` of the members copy the params, optimizer state,
+observation statistics and hyperparameters of members drawn from the best as many (exploit),
+and each copied hyperparameter of `pbt.hparams` is multiplied by one of `pbt.perturb` at random
+(explore). Both run in one compiled program on the members' axis: a gather of the runner
+state; the host gives it each member's fitness, the mean episode return over the generation's
+updates (M floats it already holds), and a key from the run's PBT stream.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Dict, List, Tuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from purerl.config import Config
+from purerl.ppo import RunnerState
+
+PBT_STREAM = 0x9B7  # the generations' keys: this stream of the run's seed
+UNIT_INTERVAL = ("gamma", "gae_lambda")  # kept within [0, 1] when perturbed
+
+
+def generation_fitness(return_sum: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """Each member's mean episode return over a generation's updates, from `[M, K]` sums and
+    counts; -inf for a member that ended no episode (it ranks last)."""
+    sums, counts = return_sum.sum(axis=1), count.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(counts > 0, sums / counts, -np.inf).astype(np.float32)
+
+
+def make_pbt_step(config: Config) -> Callable[[RunnerState, jax.Array, jax.Array],
+                                              Tuple[RunnerState, jax.Array]]:
+    """`step(state, fitness [M], key) -> (state, source [M])`: one generation of exploit and
+    explore over the members of `state` (leaves `[M, ...]`); member m now holds what member
+    `source[m]` held (itself when it was not replaced), its evolving hyperparameters perturbed
+    when it was."""
+    members = config.num_members
+    replaced_count = int(config.pbt.fraction * members)
+    names = config.pbt.evolving(config.sweep)
+    factors = jnp.asarray(config.pbt.perturb, jnp.float32)
+
+    def step(state: RunnerState, fitness: jax.Array, key: jax.Array):
+        order = jnp.argsort(fitness)  # ascending, ties by member index
+        worst, best = order[:replaced_count], order[members - replaced_count:]
+        donor_key, factor_key = jax.random.split(key)
+        donors = best[jax.random.randint(donor_key, (replaced_count,), 0, replaced_count)]
+        source = jnp.arange(members).at[worst].set(donors)
+        replaced = jnp.zeros(members, bool).at[worst].set(True)
+
+        def copy(tree):
+            return jax.tree.map(lambda x: x[source], tree)
+
+        hparams = copy(state.hparams)
+        choice = jax.random.randint(factor_key, (len(names), members), 0, len(factors))
+        perturbed = {}
+        for i, name in enumerate(names):
+            value = getattr(hparams, name) * jnp.where(replaced, factors[choice[i]], 1.0)
+            perturbed[name] = jnp.clip(value, 0.0, 1.0) if name in UNIT_INTERVAL else value
+        normalizer = state.normalizer._replace(obs=copy(state.normalizer.obs),
+                                               ret=copy(state.normalizer.ret))
+        state = state._replace(params=copy(state.params), opt_state=copy(state.opt_state),
+                               normalizer=normalizer, hparams=hparams._replace(**perturbed))
+        return state, source
+
+    return step
+
+
+def generation_row(update: int, generation: int, fitness: np.ndarray, source: np.ndarray,
+                   hparams: Dict[str, np.ndarray], names: List[str]) -> Dict:
+    """pbt.jsonl's line of a generation: who copied whom and every member's evolving
+    hyperparameters after it."""
+    from purerl.logging import json_number
+
+    copies = [{"member": m, "from": int(s)} for m, s in enumerate(source) if s != m]
+    return {
+        "update": update, "generation": generation,
+        "fitness": [json_number(float(f)) for f in fitness],
+        "copies": copies,
+        "hparams": {name: [json_number(float(v)) for v in hparams[name]] for name in names},
+    }
