@@ -85,18 +85,13 @@ def evaluate_run(args: EvaluateArgs) -> Dict[str, Dict[str, float]]:
     from purerl.envs import make_env
     from purerl.evaluation import make_evaluator, with_evaluation
     from purerl.sweep import is_sweep, point_label
-    from purerl.trained import best_member
+    from purerl.trained import checked_member
 
     saved = restore_run(Path(args.run), args.checkpoint)
     config, state, update = saved.config, saved.state, saved.update
-    member = args.member
-    if member is None and is_sweep(config):
-        member = best_member(saved.record)
+    member = checked_member(saved, args.run, args.member, best_by_default=False)
     members = config.num_members
     if member is not None:
-        if not 0 <= member < members:
-            raise ConfigError(f"member={member}: {args.run} has {members} member(s), "
-                              f"0-{members - 1}")
         state, members = jax.tree.map(lambda x: x[member:member + 1], state), 1
     config = with_evaluation(config, args.episodes, args.temperatures, args.max_steps)
     validate(config, jax.local_device_count())

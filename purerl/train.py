@@ -377,8 +377,9 @@ class Programs(NamedTuple):
 
 def compile_programs(config: Config, program, key) -> Programs:
     """Lowers and compiles the init, chunk and evaluation programs (and PBT's generation step
-    when `pbt.every`). All but init are lowered from the state's shapes (with the shardings that the compiled init
-    gives the state): no state is made before the run directory is opened."""
+    when `pbt.every`). All but init are lowered from the state's shapes (with the shardings
+    that the compiled init gives the state): no state is made before the run directory is
+    opened."""
     import jax
     import numpy as np
 
@@ -426,20 +427,13 @@ def _params_from(run_dir: Path, like, init_member: Optional[int] = None):
     import numpy as np
 
     from purerl.checkpoint import restore_run
-
-    from purerl.sweep import is_sweep
-    from purerl.trained import best_member
+    from purerl.trained import checked_member
 
     saved = restore_run(run_dir)
     source, params = saved.config, saved.state.params
     num_members = jax.tree.leaves(like)[0].shape[0]
-    member = init_member
-    if member is None and is_sweep(source):
-        member = best_member(saved.record)
+    member = checked_member(saved, run_dir, init_member, "init_member", best_by_default=False)
     if member is not None:
-        if not 0 <= member < source.num_members:
-            raise ConfigError(f"init_member={member}: {run_dir} has {source.num_members} "
-                              f"member(s), 0-{source.num_members - 1}")
         params = jax.tree.map(lambda x: x[member:member + 1], params)
     elif source.num_members not in (1, num_members):
         raise ConfigError(f"init_from={run_dir}: it has {source.num_members} members, this "
@@ -741,10 +735,9 @@ class Generation(Event):
         key = jax.random.fold_in(jax.random.fold_in(run.key, PBT_STREAM), generation)
         run.state, source = run.programs.pbt(run.state, fitness, key)
         names = config.pbt.evolving(config.sweep)
-        hparams = {name: np.asarray(to_host(getattr(run.state.hparams, name)))
-                   for name in names}
-        row = generation_row(run.done, generation, fitness, np.asarray(to_host(source)),
-                             hparams, names)
+        source, hparams = to_host(  # one gather from every process
+            (source, {name: getattr(run.state.hparams, name) for name in names}))
+        row = generation_row(run.done, generation, fitness, np.asarray(source), hparams, names)
         if writes_files():
             with (run.run_dir / PBT_LOG).open("a") as file:
                 file.write(json.dumps(row) + "\n")

@@ -120,16 +120,28 @@ def best_member(record: Dict) -> int:
     return -max(scored)[1] if scored else 0
 
 
+def checked_member(saved, run_dir, member: Optional[int], setting: str = "member",
+                   best_by_default: bool = True) -> Optional[int]:
+    """`member` of a restored run (`purerl.checkpoint.restore_run`), range-checked; when None,
+    the member with the best final return if `best_by_default` or the run is a sweep, else None
+    (every member). Raises ConfigError naming `setting`."""
+    from purerl.sweep import is_sweep
+
+    if member is None and (best_by_default or is_sweep(saved.config)):
+        member = best_member(saved.record)
+    num_members = saved.config.num_members
+    if member is not None and not 0 <= member < num_members:
+        raise ConfigError(f"{setting}={member}: {run_dir} has {num_members} member(s), "
+                          f"0-{num_members - 1}")
+    return member
+
+
 def load(run_dir, checkpoint: str = "final", member: Optional[int] = None) -> TrainedPolicy:
     """The policy of a run directory's `final` (newest) or `best` checkpoint; `member`: which
     member of a multi-seed run or sweep (default: the one with the best final return). Raises
     ConfigError (a ValueError) for a directory without checkpoints or a member out of range."""
     saved = restore_run(Path(run_dir), checkpoint)
-    num_members = saved.config.num_members
-    member = best_member(saved.record) if member is None else member
-    if not 0 <= member < num_members:
-        raise ConfigError(f"member={member}: {run_dir} has {num_members} member(s), "
-                          f"0-{num_members - 1}")
+    member = checked_member(saved, run_dir, member)
     state = jax.tree.map(lambda x: jnp.asarray(x[member]), saved.state)
     env, env_params = make_env(saved.config.env)
     return TrainedPolicy(saved.config, state.params, state.normalizer.obs, member, saved.update,
