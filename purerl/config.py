@@ -54,7 +54,10 @@ class SchedulesConfig:
 
 @dataclass
 class EnvConfig:
-    name: str = ""  # a gymnax id, or "module:attr" (an Environment subclass or a factory)
+    # a gymnax id, "<suite>/<id>" of another suite (purerl.envs.suites), or "module:attr" (an
+    # Environment subclass or a factory, or an env of one of those suites)
+    name: str = ""
+    backend: str = ""  # a suite's simulation backend (brax: its pipeline); "": the suite's default
     num_envs: int = 4  # parallel environments per seed, split across devices
     params: Dict[str, Any] = field(default_factory=dict)  # overrides of the env params' fields
     frame_stack: int = 1  # the policy sees the last this many observations

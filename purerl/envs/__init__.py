@@ -1,4 +1,5 @@
-"""Builds environments from `EnvConfig`: gymnax ids or a user's `module:attr`."""
+"""Builds environments from `EnvConfig`: gymnax ids, other suites' `<suite>/<id>`
+(`purerl.envs.suites`), or a user's `module:attr`."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from gymnax.environments import spaces
 from gymnax.environments.environment import Environment
 
 from purerl.config import Config, ConfigError, EnvConfig
+from purerl.envs.suites import adapt_user_env, is_suite_name, make_suite_env
 from purerl.envs.wrappers import (
     AutoReset, EpisodeStats, EpisodeStatsState, FrameStack, OneHotObservation, takes_drawn_resets,
 )
@@ -57,7 +59,7 @@ def check_env(env, env_params, config: Config) -> ActionSpec:
 def make_env(config: EnvConfig):
     """Returns (env, env_params) for `config.name`, unwrapped, with `config.params` applied to
     the env params' fields; raises ConfigError."""
-    env, env_params = _make(config.name)
+    env, env_params = _make(config.name, config)
     return env, _override_params(config.name, env_params, dict(config.params))
 
 
@@ -74,9 +76,11 @@ def _override_params(name: str, env_params, overrides: dict):
     return env_params.replace(**overrides)
 
 
-def _make(name: str):
+def _make(name: str, config: EnvConfig):
     if ":" in name:
-        return _load_user_env(name)
+        return _load_user_env(name, config)
+    if is_suite_name(name):
+        return make_suite_env(name, config)
     if name not in gymnax.registered_envs:
         close = difflib.get_close_matches(name, gymnax.registered_envs, n=3, cutoff=0.4)
         hint = f"did you mean {', '.join(close)}?" if close else (
@@ -94,7 +98,7 @@ def _make(name: str):
         raise ConfigError(f"env.name={name!r} could not be made: {_one_line(error)}") from None
 
 
-def _load_user_env(name: str):
+def _load_user_env(name: str, config: EnvConfig):
     module_name, _, attr = name.partition(":")
     try:
         module = importlib.import_module(module_name)
@@ -110,6 +114,9 @@ def _load_user_env(name: str):
     except Exception as error:
         raise ConfigError(f"env.name={name!r}: calling {attr}() failed: {_one_line(error)}") from None
     env, env_params = made if isinstance(made, tuple) else (made, None)
+    adapted = None if isinstance(env, Environment) else adapt_user_env(env, config)
+    if adapted is not None:
+        return adapted, adapted.default_params
     if not isinstance(env, Environment) and not all(
         hasattr(env, method) for method in ("reset", "step", "action_space", "default_params")
     ):

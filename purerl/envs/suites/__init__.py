@@ -1,0 +1,71 @@
+"""Environment suites beyond gymnax, one adapter module per suite: `env.name=<suite>/<id>`.
+
+Each adapter (`purerl/envs/suites/<suite>.py`) builds a `SuiteEnv` (`base.py`): gymnax 1.0's
+contract with the suite's terminations and time limits kept apart. A suite is an optional
+extra; without it, naming one of its envs is a one-line error with the install command.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from typing import NamedTuple, Tuple
+
+from purerl.config import ConfigError, EnvConfig
+
+
+class Suite(NamedTuple):
+    module: str  # the adapter module under purerl.envs.suites
+    package: str  # the suite's importable package
+    extra: str  # pyproject's optional extra that installs it
+
+
+SUITES = {
+    "brax": Suite("brax", "brax", "brax"),
+    "playground": Suite("playground", "mujoco_playground", "playground"),
+    "jumanji": Suite("jumanji", "jumanji", "jumanji"),
+    "xminigrid": Suite("xminigrid", "xminigrid", "xminigrid"),
+    "craftax": Suite("craftax", "craftax", "craftax"),
+    "navix": Suite("navix", "navix", "navix"),
+    "pgx": Suite("pgx", "pgx", "pgx"),
+}
+
+
+def is_suite_name(name: str) -> bool:
+    """Whether `env.name` names a suite's env (`<suite>/<id>`) rather than a gymnax id."""
+    return name.partition("/")[0] in SUITES and "/" in name
+
+
+def split_suite_name(name: str) -> Tuple[Suite, str]:
+    """`<suite>/<id>` -> (the Suite, the id); raises ConfigError for an empty id or a suite that
+    is not installed."""
+    prefix, _, env_id = name.partition("/")
+    suite = SUITES[prefix]
+    if not env_id:
+        raise ConfigError(f"env.name={name!r} names no env of {prefix}: write {prefix}/<id>")
+    if importlib.util.find_spec(suite.package) is None:
+        raise ConfigError(
+            f"env.name={name!r} needs {prefix}, which is not installed: "
+            f"pip install -e \".[{suite.extra}]\"")
+    return suite, env_id
+
+
+def make_suite_env(name: str, config: EnvConfig):
+    """(env, env_params) for `<suite>/<id>`; raises ConfigError."""
+    suite, env_id = split_suite_name(name)
+    adapter = importlib.import_module(f"purerl.envs.suites.{suite.module}")
+    env = adapter.make(env_id, config)
+    return env, env.default_params
+
+
+def adapt_user_env(env, config: EnvConfig):
+    """A user's env object (from `module:attr`) wrapped by the adapter of the suite it is an
+    env of (a suite counts once the user's module has imported it); None for none of them."""
+    for suite in SUITES.values():
+        if suite.package not in sys.modules:
+            continue
+        adapter = importlib.import_module(f"purerl.envs.suites.{suite.module}")
+        if adapter.accepts(env):
+            return adapter.wrap(env, config)
+    return None

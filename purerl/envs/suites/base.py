@@ -1,0 +1,133 @@
+"""The contract every suite adapter presents: a gymnax 1.0 `Environment`.
+
+`SuiteEnv` turns a suite's own reset and step into gymnax's `reset_env` / `step_env`, so that
+everything the trainer does with a gymnax env (auto-reset with fresh random resets drawn by
+gymnax's `step`, resets drawn ahead, `info["final_observation"]`, the wrappers) works
+unchanged. An adapter implements `suite_reset` and `suite_step`, keeping the suite's signals
+apart: `terminated` (a terminal state: no bootstrap) and `truncated` (the suite's own time
+limit: bootstrap). The adapter's time limit, `max_steps_in_episode` in its params
+(`env.params.max_steps_in_episode=`), is reported as truncation too.
+
+Observations: an array observation with no action mask stays as the suite gives it (images
+keep their `[H, W, C]` for a CNN). A structured one (a NamedTuple, a dict) is flattened: its
+array leaves, in the tree's order, each raveled and cast to float32, concatenated into one
+vector. An env with an action mask (`action_mask_size = n > 0`) appends its mask (1 = legal)
+as the vector's last `n` entries: the network sees it, and the policy reads it there
+(`action_mask_from_obs`) to give illegal actions no probability.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Optional, Tuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+from gymnax.environments import spaces
+from gymnax.environments.environment import Environment
+
+
+@struct.dataclass
+class SuiteState:
+    inner: Any  # the suite's own state
+    time: jax.Array  # int32 [], steps taken in the episode
+    truncated: jax.Array  # bool []: the last step ended the episode by a time limit
+
+
+@struct.dataclass
+class SuiteParams:
+    max_steps_in_episode: int = 1000
+
+
+def flatten_observation(obs: Any, action_mask: Optional[jax.Array] = None) -> jax.Array:
+    """A structured observation's array leaves (and the mask, last) as one float32 vector
+    `[D]`; an array observation with no mask is returned as it is."""
+    leaves = jax.tree.leaves(obs)
+    if action_mask is None and len(leaves) == 1 and not isinstance(obs, (dict, tuple, list)):
+        return jnp.asarray(obs)
+    if action_mask is not None:
+        leaves = leaves + [action_mask]
+    return jnp.concatenate([jnp.ravel(leaf).astype(jnp.float32) for leaf in leaves])
+
+
+def action_mask_from_obs(obs: jax.Array, mask_size: int) -> jax.Array:
+    """The action mask an env appended to its observations `[..., D]`: bool `[..., mask_size]`
+    (with frame history, the newest frame's, which is last)."""
+    return obs[..., obs.shape[-1] - mask_size:] > 0.5
+
+
+class SuiteEnv(Environment):
+    """A suite's env as a gymnax `Environment`. Subclasses set `suite_name`, `env_id`,
+    `action_space_` and implement `suite_reset`, `suite_step` (and, with an action mask,
+    `action_mask_size` and `suite_action_mask`)."""
+
+    action_mask_size: int = 0
+
+    def __init__(self, env_id: str, action_space: spaces.Space, max_steps_in_episode: int):
+        super().__init__()
+        self.env_id = env_id
+        self.action_space_ = action_space
+        self.default_max_steps = int(max_steps_in_episode)
+        obs_shape = jax.eval_shape(lambda key: self.reset_env(key, self.default_params)[0],
+                                   jax.random.key(0))
+        self.obs_shape = tuple(obs_shape.shape)
+        self.obs_dtype = obs_shape.dtype
+
+    # -- what an adapter implements ------------------------------------------------------
+    def suite_reset(self, key: jax.Array) -> Tuple[Any, Any]:
+        """-> (the suite's observation, the suite's state)."""
+        raise NotImplementedError
+
+    def suite_step(self, key: jax.Array, inner: Any, action) -> Tuple[Any, Any, jax.Array,
+                                                                      jax.Array, jax.Array]:
+        """-> (observation, state, reward, terminated, truncated by the suite's own limit)."""
+        raise NotImplementedError
+
+    def suite_action_mask(self, inner: Any) -> Optional[jax.Array]:
+        """bool `[action_mask_size]`, True where an action is legal; None without a mask."""
+        return None
+
+    # -- gymnax's Environment ------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return f"{self.suite_name}/{self.env_id}"
+
+    @property
+    def default_params(self) -> SuiteParams:
+        return SuiteParams(max_steps_in_episode=self.default_max_steps)
+
+    def _observe(self, obs: Any, inner: Any) -> jax.Array:
+        return flatten_observation(obs, self.suite_action_mask(inner))
+
+    def reset_env(self, key: jax.Array, params: SuiteParams):
+        obs, inner = self.suite_reset(key)
+        return self._observe(obs, inner), SuiteState(inner, jnp.int32(0), jnp.bool_(False))
+
+    def step_env(self, key: jax.Array, state: SuiteState, action, params: SuiteParams):
+        obs, inner, reward, terminated, suite_truncated = self.suite_step(key, state.inner, action)
+        time = state.time + 1
+        terminated = jnp.asarray(terminated, bool)
+        truncated = (jnp.asarray(suite_truncated, bool) | (time >= params.max_steps_in_episode)
+                     ) & ~terminated
+        new_state = SuiteState(inner, time, truncated)
+        return (self._observe(obs, inner), new_state, jnp.asarray(reward, jnp.float32),
+                terminated, {})
+
+    def is_truncated(self, state: SuiteState, params: SuiteParams) -> jax.Array:
+        return state.truncated
+
+    def observation_space(self, params: SuiteParams) -> spaces.Box:
+        dtype = self.obs_dtype if jnp.issubdtype(self.obs_dtype, jnp.floating) else jnp.float32
+        return spaces.Box(-np.inf, np.inf, self.obs_shape, dtype)
+
+    def action_space(self, params: Optional[SuiteParams] = None) -> spaces.Space:
+        return self.action_space_
+
+    @property
+    def num_actions(self) -> int:
+        space = self.action_space_
+        if isinstance(space, spaces.Discrete):
+            return int(space.n)
+        return math.prod(space.shape)
