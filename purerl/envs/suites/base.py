@@ -52,6 +52,17 @@ def flatten_observation(obs: Any, action_mask: Optional[jax.Array] = None) -> ja
     return jnp.concatenate([jnp.ravel(leaf).astype(jnp.float32) for leaf in leaves])
 
 
+def strongly_typed(tree: Any) -> Any:
+    """`tree` with no weakly typed leaves: Brax, Craftax and Playground return states whose
+    Python-scalar leaves are weak from `reset` and strong from `step` (or the other way), which
+    would make the env state's type differ between them and a jitted step recompile."""
+    def strong(x):
+        if isinstance(x, jax.Array) and not x.weak_type:
+            return x
+        return jnp.asarray(x, dtype=jnp.result_type(x))
+    return jax.tree.map(strong, tree)
+
+
 def action_mask_from_obs(obs: jax.Array, mask_size: int) -> jax.Array:
     """The action mask an env appended to its observations `[..., D]`: bool `[..., mask_size]`
     (with frame history, the newest frame's, which is last)."""
@@ -103,7 +114,8 @@ class SuiteEnv(Environment):
 
     def reset_env(self, key: jax.Array, params: SuiteParams):
         obs, inner = self.suite_reset(key)
-        return self._observe(obs, inner), SuiteState(inner, jnp.int32(0), jnp.bool_(False))
+        return self._observe(obs, inner), SuiteState(strongly_typed(inner), jnp.int32(0),
+                                                     jnp.bool_(False))
 
     def step_env(self, key: jax.Array, state: SuiteState, action, params: SuiteParams):
         obs, inner, reward, terminated, suite_truncated = self.suite_step(key, state.inner, action)
@@ -111,7 +123,7 @@ class SuiteEnv(Environment):
         terminated = jnp.asarray(terminated, bool)
         truncated = (jnp.asarray(suite_truncated, bool) | (time >= params.max_steps_in_episode)
                      ) & ~terminated
-        new_state = SuiteState(inner, time, truncated)
+        new_state = SuiteState(strongly_typed(inner), time, truncated)
         return (self._observe(obs, inner), new_state, jnp.asarray(reward, jnp.float32),
                 terminated, {})
 
