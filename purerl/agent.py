@@ -19,6 +19,7 @@ from purerl.config import Config
 from purerl.distributions import ActionDistribution
 from purerl.envs import check_env, takes_drawn_resets, wrap_env
 from purerl.envs.normalization import network_input
+from purerl.envs.suites.base import action_mask_from_obs
 from purerl.networks import ActorCritic, ActorCriticBase, make_network
 from purerl.recurrent import RecurrentActorCritic
 from purerl.spaces import ActionSpec
@@ -44,6 +45,9 @@ class Agent(NamedTuple):
     # (from `draw_resets`, or None to draw them inside) are the base env's (obs, state) [B]
     step_envs: Callable
     draw_resets: Optional[Callable]  # (keys [B], env_params) -> resets; None: env can't take them
+    # > 0: the env appends its action mask to its observations (`purerl.envs.suites.base`);
+    # the policy gives illegal actions no probability
+    action_mask_size: int = 0
 
     @property
     def recurrent(self) -> bool:
@@ -63,20 +67,30 @@ class Agent(NamedTuple):
             return None
         return Memory(self.network.initial_carry((num_envs,)), jnp.ones((num_envs,), bool))
 
+    def action_mask(self, obs: jax.Array) -> Optional[jax.Array]:
+        """bool `[..., num_actions]`, the legal actions at observations `obs [..., *obs_shape]`
+        (as the env returned them); None for an env without a mask."""
+        return action_mask_from_obs(obs, self.action_mask_size) if self.action_mask_size else None
+
+    def masked(self, policy_out, mask: Optional[jax.Array]):
+        """The policy's output with the actions illegal under `mask` made impossible."""
+        return policy_out if mask is None else self.policy.masked(policy_out, mask)
+
     def policy_step(self, params, obs_stats, obs: jax.Array, memory: Optional[Memory]):
         """The policy's output for observations `obs [B, *obs_shape]` (as the env returned
         them) and, for a recurrent policy, the value `[B]` and the carry after this step (its
         memory before any reset): `(policy_out, value or None, carry or None)`. A feed-forward
         policy with separate towers runs its policy tower alone (value None)."""
-        network_obs = self.observe(obs_stats, obs)
+        network_obs, mask = self.observe(obs_stats, obs), self.action_mask(obs)
         if memory is not None:
             carry, policy_out, value = self.network.apply(params, memory.carry, network_obs,
                                                           memory.first)
-            return policy_out, value, carry
+            return self.masked(policy_out, mask), value, carry
         if self.network.shared:  # one trunk gives both
             policy_out, value = self.network.apply(params, network_obs)
-            return policy_out, value, None
-        return self.network.apply(params, network_obs, method=ActorCritic.policy), None, None
+            return self.masked(policy_out, mask), value, None
+        policy_out = self.network.apply(params, network_obs, method=ActorCritic.policy)
+        return self.masked(policy_out, mask), None, None
 
 
 def make_agent(config: Config, env, env_params) -> Agent:
@@ -92,4 +106,4 @@ def make_agent(config: Config, env, env_params) -> Agent:
                  functools.partial(network_input, config.env),
                  jax.vmap(wrapped.reset, in_axes=(0, None)),
                  jax.vmap(wrapped.step, in_axes=(0, 0, 0, None, 0)),
-                 draw_resets)
+                 draw_resets, getattr(env, "action_mask_size", 0))

@@ -22,6 +22,9 @@ from purerl.prng import gumbel_from_bits, normal_from_bits
 from purerl.spaces import ActionSpec
 
 LOG_2PI = math.log(2.0 * math.pi)
+# The logit of an illegal action (`ActionDistribution.masked`): its probability is exactly 0
+# after the softmax, and its Gumbel-noised logit never wins, without the infinities of -inf.
+MASKED_LOGIT = -1e9
 
 
 # Up to this many choices, reductions over a categorical's choices are written as elementwise
@@ -87,6 +90,11 @@ class ActionDistribution:
     def _split(self, logits: jax.Array) -> Tuple[jax.Array, ...]:
         bounds = [sum(self.spec.num_choices[:i]) for i in range(1, self.spec.num_controls)]
         return tuple(jnp.split(logits, bounds, axis=-1))
+
+    def masked(self, out, mask: jax.Array):
+        """A categorical head's logits with the actions where bool `mask [..., num_outputs]` is
+        False made impossible: never sampled, no probability, no entropy, no gradient."""
+        return jnp.where(mask, out, MASKED_LOGIT)
 
     def noise_shape(self, batch_shape: Tuple[int, ...]) -> Tuple[int, ...]:
         return (*batch_shape, self.spec.num_outputs)

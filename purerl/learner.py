@@ -45,6 +45,7 @@ class Batch(NamedTuple):
     returns: jax.Array
     first: Optional[jax.Array] = None  # bool `[T, B]`: obs is its episode's first (recurrent)
     carry: Optional[jax.Array] = None  # `[B, C]`: the carry at the sequences' start (recurrent)
+    action_mask: Optional[jax.Array] = None  # bool `[..., num_actions]`: legal actions, if masked
 
 
 class Learned(NamedTuple):
@@ -108,6 +109,7 @@ def make_learner(agent: Agent, *, batch_size: int, num_epochs: int, num_minibatc
                 (policy_out, value, minibatch._replace(first=None, carry=None)))
         else:
             policy_out, value = network.apply(params, minibatch.obs)
+        policy_out = agent.masked(policy_out, minibatch.action_mask)
         return ppo_loss(
             policy.log_prob(policy_out, minibatch.action), policy.entropy(policy_out), value,
             minibatch.log_prob, minibatch.value, minibatch.advantages, minibatch.returns,

@@ -148,7 +148,7 @@ def make_ppo(
         advantages, returns = compute_gae(rewards, tr.value, tr.next_value, tr.terminated,
                                           tr.truncated, gamma=hp.gamma, gae_lambda=hp.gae_lambda)
         samples = Batch(agent.observe(normalizer.obs, tr.obs), tr.action, tr.log_prob, tr.value,
-                        advantages, returns)
+                        advantages, returns, action_mask=agent.action_mask(tr.obs))
         if recurrent:  # whole sequences, replayed from the rollout's first carry
             start = state.memory
             first = jnp.concatenate([start.first[None], (tr.terminated | tr.truncated)[:-1]])

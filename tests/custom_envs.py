@@ -5,6 +5,8 @@ import jax.numpy as jnp
 from flax import struct
 from gymnax.environments import environment, spaces
 
+from purerl.envs.suites.base import SuiteEnv
+
 
 @struct.dataclass
 class ChainState(environment.EnvState):
@@ -231,3 +233,35 @@ class Recall(environment.Environment):
 
     def action_space(self, params=None):
         return spaces.Discrete(2)
+
+
+class AlternatingMask(SuiteEnv):
+    """A SuiteEnv with an action mask: of 4 actions, 1 and 3 are legal on even steps, 0 and 2
+    on odd ones; action 0 earns 1, an illegal action -10 (so a return below 0 means one was
+    taken). 10 steps, so the best return is 5."""
+
+    suite_name = "custom"
+    action_mask_size = 4
+
+    def __init__(self, mask_size: int = 4):
+        self.action_mask_size = mask_size
+        super().__init__("alternating", spaces.Discrete(4), 10)
+
+    def suite_reset(self, key):
+        return jnp.zeros(2), jnp.int32(0)
+
+    def suite_step(self, key, time, action):
+        legal = self.legal(time)[action]
+        reward = jnp.where(legal, (action == 0).astype(jnp.float32), -10.0)
+        return jnp.full(2, time + 1.0), time + 1, reward, False, False
+
+    @staticmethod
+    def legal(time):
+        return jnp.array([False, True, False, True]) ^ (time % 2 == 1)
+
+    def suite_action_mask(self, time):
+        return jnp.resize(self.legal(time), (self.action_mask_size,))
+
+
+def mask_of_three():
+    return AlternatingMask(mask_size=3)

@@ -85,3 +85,21 @@ def test_categorical_reductions_match_jax_for_few_and_many_choices(num_choices):
     grad = jax.grad(lambda x: categorical_log_prob(x, action).sum())(logits)
     np.testing.assert_allclose(grad, jax.nn.one_hot(action, num_choices) - jnp.exp(log_probs),
                                rtol=1e-5, atol=1e-6)
+
+
+def test_masked_categorical_is_the_categorical_of_the_legal_actions():
+    dist = ActionDistribution(analyze_action_space(spaces.Discrete(3)))
+    mask = jnp.array([[True, False, True], [False, True, True]])
+    masked = dist.masked(LOGITS, mask)
+    legal = np.where(np.asarray(mask), P, 0.0)
+    legal /= legal.sum(-1, keepdims=True)  # the legal actions' renormalized probabilities
+    np.testing.assert_allclose(dist.log_prob(masked, jnp.array([[2], [1]])),
+                               np.log([legal[0, 2], legal[1, 1]]), rtol=1e-6)
+    np.testing.assert_allclose(dist.entropy(masked),
+                               [-(q[q > 0] * np.log(q[q > 0])).sum() for q in legal], rtol=1e-6)
+    assert np.isfinite(np.asarray(dist.entropy(masked))).all()
+    np.testing.assert_allclose(_frequencies(dist, masked[0], 1.0), legal[0], atol=0.01)
+    np.testing.assert_array_equal(_frequencies(dist, masked[1], 0.0), [0, 1, 0])
+    # no gradient reaches an illegal action's logit
+    grad = jax.grad(lambda z: dist.entropy(dist.masked(z, mask)).sum())(LOGITS)
+    np.testing.assert_array_equal(np.asarray(grad)[~np.asarray(mask)], 0.0)

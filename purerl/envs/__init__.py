@@ -51,9 +51,15 @@ def check_env(env, env_params, config: Config) -> ActionSpec:
             f"image observations [H, W] or [H, W, C]; env.name={name!r} gives shape "
             f"{tuple(obs_space.shape)}")
     try:
-        return analyze_action_space(env.action_space(env_params))
+        spec = analyze_action_space(env.action_space(env_params))
     except UnsupportedSpaceError as error:
         raise ConfigError(f"env.name={name!r}: {error}") from None
+    mask_size = getattr(env, "action_mask_size", 0)
+    if mask_size and (spec.kind != "categorical" or mask_size != spec.num_outputs):
+        raise ConfigError(
+            f"env.name={name!r}: its action mask has {mask_size} entries; the policy masks only "
+            f"categorical actions, one entry per choice ({spec.num_outputs} here)")
+    return spec
 
 
 def make_env(config: EnvConfig):
