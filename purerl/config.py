@@ -65,6 +65,10 @@ class EnvConfig:
     clip_obs: float = 10.0  # normalized observations are clipped to [-clip_obs, clip_obs]
     normalize_reward: bool = False  # divide rewards by the running std of the discounted return
     clip_reward: float = 10.0  # normalized rewards are clipped to [-clip_reward, clip_reward]
+    # > 0: each rollout step makes this many fresh resets, and every env whose episode ends
+    # starts from one of them at random ("optimistic" resets: for envs whose reset costs much,
+    # such as Craftax's world generation); 0: each env draws its own reset
+    reset_pool: int = 0
 
 
 @dataclass
@@ -257,6 +261,9 @@ def validate(config: Config, num_devices: Optional[int] = 1) -> Config:
     _positive("log_every", config.log_every)
     _positive("env.num_envs", env.num_envs)
     _positive("env.frame_stack", env.frame_stack)
+    if not 0 <= env.reset_pool < env.num_envs:
+        raise ConfigError(f"env.reset_pool={env.reset_pool} must be >= 0 and smaller than "
+                          f"env.num_envs={env.num_envs} (0: every env draws its own reset)")
     for key in ("clip_obs", "clip_reward"):
         if not getattr(env, key) > 0:
             raise ConfigError(f"env.{key}={getattr(env, key)} must be > 0")

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
 from purerl.agent import Memory, make_agent
-from purerl.config import Config
+from purerl.config import Config, ConfigError
 from purerl.envs.normalization import (
     Normalizer, init_normalizer, scale_rewards, update_running_stats,
 )
@@ -95,6 +95,9 @@ def make_ppo(
     num_envs = env_config.num_envs if num_envs is None else num_envs
     num_steps, words = ppo.num_steps, key_words(impl)
     agent = make_agent(config, env, env_params)
+    if env_config.reset_pool and agent.draw_resets is None:
+        raise ConfigError(f"env.reset_pool={env_config.reset_pool}: env.name={env_config.name!r} "
+                          "resets inside its own step, so it cannot take pooled resets")
     recurrent = agent.recurrent
     early_stop = ppo.target_kl is not None or config.sweep.target_kl is not None
     learner = make_learner(agent, batch_size=num_envs if recurrent else num_envs * num_steps,
@@ -105,10 +108,12 @@ def make_ppo(
     num_kernel_normals = kernel_normal_size(agent.network, *example_inputs)  # once, not per trace
     # The update's randomness, each device its own: the action noise, the envs' key, the keys
     # of their auto-resets when drawn ahead (else none), the shuffle of the learner's batch.
+    pool = env_config.reset_pool
     reset_keys_shape = ((num_steps, num_envs, words)
-                        if draws_resets_ahead(agent, num_steps, num_envs) else None)
+                        if not pool and draws_resets_ahead(agent, num_steps, num_envs) else None)
+    pool_shapes = [(num_steps, pool, words), (num_steps, num_envs)] if pool else []
     update_shapes = [agent.policy.noise_shape((num_steps, num_envs)), (words,),
-                     reset_keys_shape, learner.shuffle_shape]
+                     reset_keys_shape, *pool_shapes, learner.shuffle_shape]
     as_keys = lambda bits: keys_from_bits(bits, impl)  # noqa: E731
 
     def init(key: jax.Array, hparams: HyperParams) -> RunnerState:
@@ -132,9 +137,13 @@ def make_ppo(
         (key,), bits = draw_bits_per_device(
             state.key, [(words,)], [shape for shape in update_shapes if shape is not None],
             impl, axis_name)
-        noise_bits, env_key, *reset_keys, shuffle_bits = bits
+        noise_bits, env_key, *reset_bits, shuffle_bits = bits
         noise = RolloutNoise(agent.policy.noise_from_bits(noise_bits), as_keys(env_key),
-                             as_keys(reset_keys[0]) if reset_keys else None)
+                             as_keys(reset_bits[0]) if reset_keys_shape else None)
+        if pool:  # the pool's keys, and a uniform choice among its N resets for each env
+            pool_keys, choice_bits = reset_bits
+            noise = noise._replace(pool_keys=as_keys(pool_keys),
+                                   pool_choice=(choice_bits % pool).astype(jnp.int32))
         # One rollout and its learning see the statistics from before the rollout; they are
         # updated with its observations / returns afterwards.
         normalizer = state.normalizer

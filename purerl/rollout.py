@@ -56,6 +56,10 @@ class RolloutNoise(NamedTuple):
     # keys `[T, B]` of the envs' auto-resets, drawn ahead of the scan; None: each step draws
     # its own (see `draws_resets_ahead`)
     reset_keys: Optional[jax.Array]
+    # With a reset pool (`env.reset_pool = N`): keys `[T, N]` of the N fresh resets each step
+    # makes, and `[T, B]` int32 which of them each env starts from if its episode ends
+    pool_keys: Optional[jax.Array] = None
+    pool_choice: Optional[jax.Array] = None
 
 
 class Rollout(NamedTuple):
@@ -103,9 +107,12 @@ def rollout(agent: Agent, params, env_state, obs: jax.Array, obs_stats, env_para
 
     def step(carry, inputs):
         env_state, obs, sums, memory = unpack(carry)
-        action_noise, env_keys, resets = inputs
+        action_noise, env_keys, resets, pool_keys, pool_choice = inputs
         if resets is not None:
             resets = unpack_resets(resets)
+        if pool_keys is not None:  # N fresh resets, shared out among the B envs
+            pool = agent.draw_resets(pool_keys, env_params)
+            resets = jax.tree.map(lambda x: x[pool_choice], pool)
         # Without a value here, the value tower runs after the scan, on all observations at once.
         policy_out, value, cell_carry = agent.policy_step(params, obs_stats, obs, memory)
         action = policy.sample(policy_out, action_noise)
@@ -125,7 +132,8 @@ def rollout(agent: Agent, params, env_state, obs: jax.Array, obs_stats, env_para
         return pack((env_state, next_obs, sums, memory)), outputs
 
     carry, outputs = jax.lax.scan(step, pack((env_state, obs, no_episodes, memory)),
-                                  (noise.action_noise, env_keys, resets))
+                                  (noise.action_noise, env_keys, resets, noise.pool_keys,
+                                   noise.pool_choice))
     env_state, obs, episodes, memory = unpack(carry)
     # obs_and_next: [T, 2, B, ...]; cell_carries: [T, B, C], a recurrent policy's after each step
     obs_and_next, action, log_prob, value, reward, ends, cell_carries = outputs

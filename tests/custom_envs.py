@@ -265,3 +265,20 @@ class AlternatingMask(SuiteEnv):
 
 def mask_of_three():
     return AlternatingMask(mask_size=3)
+
+
+class RandomStart(SuiteEnv):
+    """A SuiteEnv whose every episode starts at a random point `[2]` and lasts 3 steps (then a
+    time limit), standing still: each episode's observations are its start."""
+
+    suite_name = "custom"
+
+    def __init__(self):
+        super().__init__("random-start", spaces.Discrete(2), 3)
+
+    def suite_reset(self, key):
+        start = jax.random.uniform(key, (2,))
+        return start, start
+
+    def suite_step(self, key, start, action):
+        return start, start, jnp.float32(0.0), False, False

@@ -12,6 +12,7 @@ from purerl.train import compile_cache_dir, config_dir, load_config, preflight
 
 @pytest.mark.parametrize("overrides, message", [
     ({"env.name": ""}, "env.name is empty"),
+    ({"env.reset_pool": 4}, r"env.reset_pool=4 must be >= 0 and smaller than env.num_envs=4"),
     ({"ppo.num_minibatches": 3}, r"4 \* 16 = 64 is not divisible by ppo.num_minibatches=3"),
     ({"total_timesteps": 63}, r"total_timesteps=63 is smaller than one update: .* = 64"),
     ({"ppo.lr": 0.0}, "ppo.lr=0.0 must be > 0"),

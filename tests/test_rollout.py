@@ -78,3 +78,41 @@ def test_rollout_transitions_follow_the_chain(chain_agent, resets_drawn_ahead,
     for name, expected in (("value", value), ("next_value", next_value), ("log_prob", log_prob)):
         np.testing.assert_allclose(flat(getattr(tr, name)), expected, rtol=1e-5, atol=1e-6,
                                    err_msg=name)
+
+
+@pytest.mark.parametrize("pool", [0, 1, 3])
+def test_reset_pool_shares_fresh_resets_among_the_envs(pool):
+    """`env.reset_pool=N`: each step makes N fresh resets and every env whose episode ends
+    starts from one of them (0: each its own). RandomStart's episodes all end together, every
+    3 steps, at a random start that they keep."""
+    from conftest import tiny_config
+
+    config = tiny_config(**{"env.name": "custom_envs:RandomStart", "env.num_envs": NUM_ENVS,
+                            "env.reset_pool": pool})
+    env, env_params = make_env(config.env)
+    agent = make_agent(config, env, env_params)
+    params = init_params(agent.network, jax.random.key(1),
+                         np.zeros((1, *agent.obs_shape), np.float32))
+    keys = jax.random.split(jax.random.key(0), 5)
+    obs, env_state = agent.reset_envs(jax.random.split(keys[0], NUM_ENVS), env_params)
+    noise = RolloutNoise(agent.policy.noise(keys[1], (NUM_STEPS, NUM_ENVS)), keys[2], None)
+    if pool:
+        noise = noise._replace(
+            pool_keys=jax.random.split(keys[3], (NUM_STEPS, pool)),
+            pool_choice=jax.random.randint(keys[4], (NUM_STEPS, NUM_ENVS), 0, pool))
+    out = jax.jit(lambda *args: rollout(agent, *args))(
+        params, env_state, obs, init_running_stats(agent.obs_shape), env_params, noise)
+    tr = jax.tree.map(np.asarray, out.transition)
+    assert tr.truncated[2::3].all() and not tr.truncated[np.arange(NUM_STEPS) % 3 != 2].any()
+    starts = tr.obs[3::3]  # [episodes after the first, B, 2]
+    for t, episode_starts in enumerate(starts):
+        distinct = len(np.unique(episode_starts, axis=0))
+        if pool:  # one of the step's pool, as the choice says
+            assert distinct <= pool
+            chosen = np.asarray(noise.pool_choice[3 * t + 2])
+            for b in range(NUM_ENVS):
+                same = episode_starts[chosen == chosen[b]]
+                np.testing.assert_array_equal(same, np.broadcast_to(episode_starts[b], same.shape))
+        else:
+            assert distinct == NUM_ENVS
+    assert len(np.unique(starts.reshape(-1, 2), axis=0)) > (pool or NUM_ENVS)  # fresh each time
