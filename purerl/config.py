@@ -6,10 +6,11 @@ after `validate` nothing mutates a `Config`. Derived sizes are properties, never
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import math
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, NamedTuple, Optional
 
 SCHEDULED_HYPERPARAMS = ("lr", "ent_coef", "clip_eps", "vf_coef", "gamma", "gae_lambda")
 SCHEDULE_KINDS = ("constant", "linear", "cosine", "exponential", "piecewise")
@@ -20,6 +21,25 @@ RNN_CELLS = ("gru", "lstm")
 # The hyperparameters a sweep may vary inside one program (arrays in it, not shapes).
 SWEEPABLE = ("lr", "gamma", "gae_lambda", "clip_eps", "ent_coef", "vf_coef", "max_grad_norm",
              "target_kl")
+
+
+class Suite(NamedTuple):
+    """An env suite beyond gymnax: `env.name=<prefix>/<id>` (`purerl.envs.suites`)."""
+
+    module: str  # the adapter module under purerl.envs.suites
+    package: str  # the suite's importable package
+    extra: str  # pyproject's optional extra that installs it
+
+
+SUITES = {
+    "brax": Suite("brax", "brax", "brax"),
+    "playground": Suite("playground", "mujoco_playground", "playground"),
+    "jumanji": Suite("jumanji", "jumanji", "jumanji"),
+    "xminigrid": Suite("xminigrid", "xminigrid", "xminigrid"),
+    "craftax": Suite("craftax", "craftax", "craftax"),
+    "navix": Suite("navix", "navix", "navix"),
+    "pgx": Suite("pgx", "pgx", "pgx"),
+}
 
 
 class ConfigError(ValueError):
@@ -255,6 +275,8 @@ def validate(config: Config, num_devices: Optional[int] = 1) -> Config:
         raise ConfigError(
             "env.name is empty: pass +env=<preset>, or +env=gymnax env.name=<gymnax id or module:attr>"
         )
+    if env.name.partition("/")[0] in SUITES:
+        check_suite(env.name)
     _positive("num_seeds", config.num_seeds)
     if config.prng_impl not in PRNG_IMPLS:
         raise ConfigError(f"prng_impl={config.prng_impl!r} is not one of {', '.join(PRNG_IMPLS)}")
@@ -453,6 +475,20 @@ def _validate_pbt(config: Config) -> None:
     if pbt.every >= config.num_updates:
         raise ConfigError(f"pbt.every={pbt.every} is not below the run's {config.num_updates} "
                           "updates: no generation would happen")
+
+
+def check_suite(name: str) -> tuple:
+    """`<suite>/<id>` -> (its Suite, the id); raises ConfigError for an empty id or a suite
+    that is not installed (checked without importing it, before JAX starts)."""
+    prefix, _, env_id = name.partition("/")
+    suite = SUITES[prefix]
+    if not env_id:
+        raise ConfigError(f"env.name={name!r} names no env of {prefix}: write {prefix}/<id>")
+    if importlib.util.find_spec(suite.package) is None:
+        raise ConfigError(
+            f"env.name={name!r} needs {prefix}, which is not installed: "
+            f"pip install -e \".[{suite.extra}]\"")
+    return suite, env_id
 
 
 def _positive(key: str, value: int) -> None:

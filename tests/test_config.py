@@ -110,3 +110,15 @@ def test_compile_cache_does_not_count_as_a_change_on_resume(make_config):
     saved = dataclasses.asdict(make_config(compile_cache="auto"))
     assert config_differences(saved, make_config(compile_cache=None)) == []
     assert config_differences(saved, make_config(seed=1)) == ["seed=0 -> 1"]
+
+
+def test_a_suite_not_installed_is_one_line_with_its_extra(monkeypatch, make_config):
+    import purerl.config
+
+    monkeypatch.setitem(purerl.config.SUITES, "brax",
+                        purerl.config.Suite("brax", "no_such_package_here", "brax"))
+    with pytest.raises(ConfigError, match=r"^env.name='brax/hopper' needs brax, which is not "
+                       r"installed: pip install -e \"\.\[brax\]\"$"):
+        validate(make_config(**{"env.name": "brax/hopper"}))
+    with pytest.raises(ConfigError, match="names no env of pgx: write pgx/<id>"):
+        validate(make_config(**{"env.name": "pgx/"}))

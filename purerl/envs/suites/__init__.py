@@ -8,28 +8,9 @@ extra; without it, naming one of its envs is a one-line error with the install c
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import sys
-from typing import NamedTuple, Tuple
 
-from purerl.config import ConfigError, EnvConfig
-
-
-class Suite(NamedTuple):
-    module: str  # the adapter module under purerl.envs.suites
-    package: str  # the suite's importable package
-    extra: str  # pyproject's optional extra that installs it
-
-
-SUITES = {
-    "brax": Suite("brax", "brax", "brax"),
-    "playground": Suite("playground", "mujoco_playground", "playground"),
-    "jumanji": Suite("jumanji", "jumanji", "jumanji"),
-    "xminigrid": Suite("xminigrid", "xminigrid", "xminigrid"),
-    "craftax": Suite("craftax", "craftax", "craftax"),
-    "navix": Suite("navix", "navix", "navix"),
-    "pgx": Suite("pgx", "pgx", "pgx"),
-}
+from purerl.config import SUITES, EnvConfig, check_suite
 
 
 def is_suite_name(name: str) -> bool:
@@ -37,23 +18,9 @@ def is_suite_name(name: str) -> bool:
     return name.partition("/")[0] in SUITES and "/" in name
 
 
-def split_suite_name(name: str) -> Tuple[Suite, str]:
-    """`<suite>/<id>` -> (the Suite, the id); raises ConfigError for an empty id or a suite that
-    is not installed."""
-    prefix, _, env_id = name.partition("/")
-    suite = SUITES[prefix]
-    if not env_id:
-        raise ConfigError(f"env.name={name!r} names no env of {prefix}: write {prefix}/<id>")
-    if importlib.util.find_spec(suite.package) is None:
-        raise ConfigError(
-            f"env.name={name!r} needs {prefix}, which is not installed: "
-            f"pip install -e \".[{suite.extra}]\"")
-    return suite, env_id
-
-
 def make_suite_env(name: str, config: EnvConfig):
     """(env, env_params) for `<suite>/<id>`; raises ConfigError."""
-    suite, env_id = split_suite_name(name)
+    suite, env_id = check_suite(name)
     adapter = importlib.import_module(f"purerl.envs.suites.{suite.module}")
     env = adapter.make(env_id, config)
     return env, env.default_params
