@@ -1,0 +1,143 @@
+"""Training steps/s against raw env stepping, per suite beyond gymnax, in one process.
+
+    python benchmarks/suites.py                                  # every suite preset installed
+    python benchmarks/suites.py craftax-classic-symbolic --updates 4
+    python benchmarks/suites.py craftax-classic-symbolic --reset-pool 0 8   # optimistic resets
+
+For each preset (conf/env/<preset>.yaml, at its own num_envs and ppo.num_steps): the compile
+time of the whole-run program (`jax.jit(make_train(config))`) and of the raw stepping program,
+the steady-state training env steps/s over --updates updates, and the env steps/s of the same
+envs stepped by random actions through the adapter as the trainer steps them (auto-reset,
+episode statistics; vmapped over envs, scanned over time, no learning); the best of --repeats
+runs, the programs taking turns. With --reset-pool, each preset is measured at each pool size
+(`env.reset_pool`, 0: every env its own reset). Writes results/suites.json and prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from purerl.agent import make_agent
+from purerl.config import SUITES, validate
+from purerl.envs import make_env
+from purerl.program import make_train
+from purerl.train import config_dir
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def installed_suite_presets() -> list[str]:
+    """The presets in conf/env/ of the suites that are installed."""
+    presets = []
+    for path in sorted((config_dir() / "env").glob("*.yaml")):
+        name = OmegaConf.load(path).get("env", {}).get("name", "")
+        prefix = str(name).partition("/")[0]
+        if prefix in SUITES and _installed(SUITES[prefix].package):
+            presets.append(path.stem)
+    return presets
+
+
+def _installed(package: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(package) is not None
+
+
+def preset_config(preset: str, updates: int, reset_pool: int):
+    with initialize_config_dir(str(config_dir()), version_base="1.3"):
+        cfg = compose("config", overrides=[f"+env={preset}", f"env.reset_pool={reset_pool}"])
+    config = OmegaConf.to_object(cfg)
+    config.total_timesteps = updates * config.batch_size
+    return validate(config, jax.local_device_count())
+
+
+def raw_env_program(config, num_updates: int):
+    """`run(key) -> total reward`: the trainer's envs (the agent's wrapped, vmapped step)
+    stepped `num_updates` x `ppo.num_steps` times by uniformly random actions."""
+    env, env_params = make_env(config.env)
+    agent = make_agent(config, env, env_params)
+    space, num_envs = env.action_space(env_params), config.env.num_envs
+
+    def run(key):
+        key, reset_key = jax.random.split(key)
+        _, state = agent.reset_envs(jax.random.split(reset_key, num_envs), env_params)
+
+        def step(carry, _):
+            state, key = carry
+            key, action_key, env_key = jax.random.split(key, 3)
+            action = jax.vmap(space.sample)(jax.random.split(action_key, num_envs))
+            _, state, reward, _, _, _ = agent.step_envs(
+                jax.random.split(env_key, num_envs), state, action, env_params, None)
+            return (state, key), reward.sum()
+
+        _, rewards = jax.lax.scan(step, (state, key), None, num_updates * config.ppo.num_steps)
+        return jnp.sum(rewards)
+
+    return run
+
+
+def measure(preset: str, updates: int, repeats: int, reset_pool: int) -> dict:
+    config = preset_config(preset, updates, reset_pool)
+    key = jax.random.key(0)
+    programs, compile_s = {}, {}
+    for name, program in (("raw", raw_env_program(config, config.num_updates)),
+                          ("train", make_train(config))):
+        start = time.perf_counter()
+        programs[name] = jax.jit(program).lower(key).compile()
+        compile_s[name] = time.perf_counter() - start
+    best = {name: float("inf") for name in programs}
+    for i in range(repeats):
+        for name, compiled in programs.items():
+            start = time.perf_counter()
+            jax.block_until_ready(compiled(jax.random.fold_in(key, i)))
+            best[name] = min(best[name], time.perf_counter() - start)
+    steps = config.num_updates * config.batch_size
+    row = {"preset": preset, "env": config.env.name, "num_envs": config.env.num_envs,
+           "reset_pool": reset_pool, "env_steps": steps,
+           "compile_s_train": round(compile_s["train"], 2),
+           "compile_s_raw": round(compile_s["raw"], 2),
+           "train_sps": round(steps / best["train"]), "raw_env_sps": round(steps / best["raw"])}
+    row["train_over_raw"] = round(row["train_sps"] / row["raw_env_sps"], 3)
+    print(json.dumps(row), flush=True)
+    return row
+
+
+def markdown(rows: list[dict]) -> str:
+    lines = ["| preset | envs | reset pool | compile train / raw (s) | training steps/s "
+             "| raw env steps/s | training / raw |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        lines.append(f"| {r['preset']} | {r['num_envs']} | {r['reset_pool'] or '-'} | "
+                     f"{r['compile_s_train']:.1f} / {r['compile_s_raw']:.1f} | "
+                     f"{r['train_sps']:,} | {r['raw_env_sps']:,} | {r['train_over_raw']:.2f} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("presets", nargs="*", help="default: every installed suite's preset")
+    parser.add_argument("--updates", type=int, default=4)
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--reset-pool", type=int, nargs="+", default=[0])
+    parser.add_argument("--out", type=Path, default=RESULTS / "suites.json")
+    args = parser.parse_args()
+    rows = [measure(preset, args.updates, args.repeats, pool)
+            for preset in args.presets or installed_suite_presets() for pool in args.reset_pool]
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({
+        "machine": {"backend": jax.default_backend(), "processor": platform.processor(),
+                    "cpus": os.cpu_count()}, "rows": rows}, indent=1))
+    print(markdown(rows))
+
+
+if __name__ == "__main__":
+    main()
