@@ -1,13 +1,25 @@
-"""conf/env/: one preset per gymnax id that can be made offline, each valid and documented."""
+"""conf/env/: one preset per gymnax id that can be made offline, and the presets of the
+suites beyond gymnax, each valid and documented."""
+
+import importlib.util
 
 import gymnax
 import pytest
 from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
 
+from purerl.config import SUITES
 from purerl.envs import check_env, make_env
 from purerl.train import config_dir, load_config, presets
 
 OFFLINE_IDS = [name for name in gymnax.registered_envs if name != "MNISTBandit-bsuite"]
+
+
+def suite_presets() -> dict:
+    """preset -> env.name, of the presets whose env is another suite's (`<suite>/<id>`)."""
+    names = {p: str(OmegaConf.load(config_dir() / "env" / f"{p}.yaml").env.name)
+             for p in presets() if p != "gymnax"}
+    return {p: name for p, name in names.items() if name.partition("/")[0] in SUITES}
 
 
 def preset_name(env_id: str) -> str:
@@ -22,7 +34,20 @@ def _compose(preset, *overrides):
 
 
 def test_every_offline_gymnax_id_has_its_preset():
-    assert sorted(set(presets()) - {"gymnax"}) == sorted(preset_name(i) for i in OFFLINE_IDS)
+    gymnax_presets = set(presets()) - {"gymnax"} - set(suite_presets())
+    assert sorted(gymnax_presets) == sorted(preset_name(i) for i in OFFLINE_IDS)
+
+
+@pytest.mark.parametrize("preset", sorted(suite_presets()))
+def test_suite_preset_is_valid_and_commented(preset):
+    name = suite_presets()[preset]
+    suite = SUITES[name.partition("/")[0]]
+    if importlib.util.find_spec(suite.package) is None:
+        pytest.skip(f"{suite.package} is not installed")
+    config = _compose(preset)
+    check_env(*make_env(config.env), config)
+    lines = (config_dir() / "env" / f"{preset}.yaml").read_text().splitlines()
+    assert lines[0] == "# @package _global_" and lines[1].startswith(f"# {name}: ")
 
 
 @pytest.mark.parametrize("env_id", OFFLINE_IDS)
