@@ -18,6 +18,7 @@ as the vector's last `n` entries: the network sees it, and the policy reads it t
 
 from __future__ import annotations
 
+import difflib
 import math
 from typing import Any, Optional, Tuple
 
@@ -57,10 +58,56 @@ def strongly_typed(tree: Any) -> Any:
     Python-scalar leaves are weak from `reset` and strong from `step` (or the other way), which
     would make the env state's type differ between them and a jitted step recompile."""
     def strong(x):
-        if isinstance(x, jax.Array) and not x.weak_type:
+        if isinstance(x, jax.Array) and (not x.weak_type or jax.dtypes.issubdtype(
+                x.dtype, jax.dtypes.prng_key)):
             return x
         return jnp.asarray(x, dtype=jnp.result_type(x))
     return jax.tree.map(strong, tree)
+
+
+def one_line(error: BaseException) -> str:
+    """`Type: first line of the message`, for a ConfigError about a suite's failure."""
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
+def close_matches(env_id: str, valid, prefix: str) -> str:
+    """`did you mean ...?` for close ids, else the list of valid ids, each as `prefix/<id>`."""
+    close = difflib.get_close_matches(env_id, valid, n=3, cutoff=0.5)
+    if not close:  # ids differing mostly in case (`Hopper`, `cartpolebalance`)
+        lowered = {name.lower(): name for name in valid}
+        close = [lowered[name] for name in difflib.get_close_matches(
+            env_id.lower(), list(lowered), n=3, cutoff=0.5)]
+    if close:
+        return "did you mean " + ", ".join(f"{prefix}/{name}" for name in close) + "?"
+    return "valid ids: " + ", ".join(f"{prefix}/{name}" for name in valid)
+
+
+class EmptyLeaves:
+    """Takes a suite state's zero-size arrays out of the state purerl carries, and puts them
+    back for the suite. MJX's `Data` (Playground, Brax's `mjx` pipeline) has many (no
+    actuators' activations, no contacts, ...), and orbax cannot checkpoint a zero-size array.
+    The state carried is then a tuple of the other leaves (`full(inner)` is the suite's)."""
+
+    def __init__(self, state_shape: Any):
+        leaves, self.treedef = jax.tree.flatten(state_shape)
+        self.empty = {i: (leaf.shape, leaf.dtype) for i, leaf in enumerate(leaves)
+                      if math.prod(leaf.shape) == 0}
+        self.num_leaves = len(leaves)
+
+    def carried(self, state: Any) -> Any:
+        if not self.empty:
+            return state
+        leaves = self.treedef.flatten_up_to(state)
+        return tuple(leaf for i, leaf in enumerate(leaves) if i not in self.empty)
+
+    def full(self, inner: Any) -> Any:
+        if not self.empty:
+            return inner
+        kept = iter(inner)
+        return jax.tree.unflatten(self.treedef, [
+            jnp.zeros(*self.empty[i]) if i in self.empty else next(kept)
+            for i in range(self.num_leaves)])
 
 
 def action_mask_from_obs(obs: jax.Array, mask_size: int) -> jax.Array:
@@ -81,6 +128,8 @@ class SuiteEnv(Environment):
         self.env_id = env_id
         self.action_space_ = action_space
         self.default_max_steps = int(max_steps_in_episode)
+        self.empty_leaves = EmptyLeaves(jax.eval_shape(lambda key: self.suite_reset(key)[1],
+                                                       jax.random.key(0)))
         obs_shape = jax.eval_shape(lambda key: self.reset_env(key, self.default_params)[0],
                                    jax.random.key(0))
         self.obs_shape = tuple(obs_shape.shape)
@@ -100,6 +149,10 @@ class SuiteEnv(Environment):
         """bool `[action_mask_size]`, True where an action is legal; None without a mask."""
         return None
 
+    def suite_state(self, inner: Any) -> Any:
+        """The suite's own state of `SuiteState.inner` (which lacks its zero-size arrays)."""
+        return self.empty_leaves.full(inner)
+
     # -- gymnax's Environment ------------------------------------------------------------
     @property
     def name(self) -> str:
@@ -114,16 +167,20 @@ class SuiteEnv(Environment):
 
     def reset_env(self, key: jax.Array, params: SuiteParams):
         obs, inner = self.suite_reset(key)
-        return self._observe(obs, inner), SuiteState(strongly_typed(inner), jnp.int32(0),
+        return self._observe(obs, inner), SuiteState(self._carried(inner), jnp.int32(0),
                                                      jnp.bool_(False))
 
+    def _carried(self, inner: Any) -> Any:
+        return self.empty_leaves.carried(strongly_typed(inner))
+
     def step_env(self, key: jax.Array, state: SuiteState, action, params: SuiteParams):
-        obs, inner, reward, terminated, suite_truncated = self.suite_step(key, state.inner, action)
+        obs, inner, reward, terminated, suite_truncated = self.suite_step(
+            key, self.suite_state(state.inner), action)
         time = state.time + 1
         terminated = jnp.asarray(terminated, bool)
         truncated = (jnp.asarray(suite_truncated, bool) | (time >= params.max_steps_in_episode)
                      ) & ~terminated
-        new_state = SuiteState(strongly_typed(inner), time, truncated)
+        new_state = SuiteState(self._carried(inner), time, truncated)
         return (self._observe(obs, inner), new_state, jnp.asarray(reward, jnp.float32),
                 terminated, {})
 
