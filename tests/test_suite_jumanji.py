@@ -125,8 +125,8 @@ def test_fresh_resets(snake):
 
 
 def test_errors_are_one_line(monkeypatch):
-    for name, expected in [("jumanji/Snake-v9", "did you mean Snake-v1"),
-                           ("jumanji/Snake", "did you mean Snake-v1")]:
+    for name, expected in [("jumanji/Snake-v9", "did you mean jumanji/Snake-v1"),
+                           ("jumanji/Snake", "did you mean jumanji/Snake-v1")]:
         with pytest.raises(ConfigError) as error:
             make_env(EnvConfig(name=name))
         message = str(error.value)

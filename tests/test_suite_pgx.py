@@ -94,7 +94,7 @@ def test_fresh_resets_and_tiles_from_the_step_key(game):
 
 
 def test_errors_are_one_line():
-    for name, expected in [("pgx/2049", "did you mean 2048"),
+    for name, expected in [("pgx/2049", "did you mean pgx/2048"),
                            ("pgx/tic_tac_toe", "two-player")]:
         with pytest.raises(ConfigError) as error:
             make_env(EnvConfig(name=name))

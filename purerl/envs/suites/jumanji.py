@@ -39,7 +39,6 @@ that is a one-line ConfigError.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
 from typing import Any, Optional, Tuple
 from urllib.error import URLError
@@ -56,7 +55,7 @@ from jumanji import wrappers as jumanji_wrappers
 from jumanji.types import StepType
 
 from purerl.config import ConfigError, EnvConfig
-from purerl.envs.suites.base import SuiteEnv
+from purerl.envs.suites.base import SuiteEnv, close_matches, one_line
 from purerl.spaces import MultiDiscrete
 
 # purerl's time limit for an env without one of its own (Jumanji's envs without `time_limit`,
@@ -202,29 +201,21 @@ def _is_download_error(error: Exception) -> bool:
         ("huggingface_hub", "requests", "urllib3"))
 
 
-def _one_line(error: Exception, limit: int = 120) -> str:
-    text = str(error).strip().splitlines()
-    first = text[0] if text else ""
-    first = first if len(first) <= limit else first[:limit - 3] + "..."
-    return f"{type(error).__name__}: {first}".rstrip(": ")
-
-
 def make(env_id: str, config: EnvConfig) -> JumanjiEnv:
     registered = sorted(jumanji.registered_environments())
     if env_id not in registered:
-        close = difflib.get_close_matches(env_id, registered, n=3, cutoff=0.5)
-        hint = f"did you mean {', '.join(close)}?" if close else "valid: " + ", ".join(registered)
-        raise ConfigError(f"env.name='jumanji/{env_id}' is not a Jumanji environment id; {hint}")
+        raise ConfigError(f"env.name='jumanji/{env_id}' is not a Jumanji environment id; "
+                          + close_matches(env_id, registered, "jumanji"))
     try:
         env = jumanji.make(env_id)
     except Exception as error:
         if _is_download_error(error):
             raise ConfigError(
                 f"env.name='jumanji/{env_id}' downloads its data when it is made (Sokoban: its "
-                f"levels from huggingface.co), and that failed ({_one_line(error)}); connect, "
+                f"levels from huggingface.co), and that failed ({one_line(error)}); connect, "
                 "or put the files in the Hugging Face cache") from None
         raise ConfigError(
-            f"env.name='jumanji/{env_id}' could not be made: {_one_line(error)}") from None
+            f"env.name='jumanji/{env_id}' could not be made: {one_line(error)}") from None
     return JumanjiEnv(env_id, env)
 
 

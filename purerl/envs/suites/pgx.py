@@ -20,7 +20,6 @@ image `[10, 10, C]` (bool) for a CNN. Actions: `Discrete(num_actions)`.
 
 from __future__ import annotations
 
-import difflib
 from typing import Any, Optional
 
 import jax
@@ -30,7 +29,7 @@ from gymnax.environments import spaces
 import pgx
 
 from purerl.config import ConfigError, EnvConfig
-from purerl.envs.suites.base import SuiteEnv
+from purerl.envs.suites.base import SuiteEnv, close_matches, one_line
 
 # purerl's time limit per env: pgx has none (its 2048 ends when no move is left)
 DEFAULT_MAX_STEPS = {"minatar-freeway": 2500}
@@ -86,15 +85,13 @@ def _single_player(name: str, env: "pgx.Env") -> "pgx.Env":
 def make(env_id: str, config: EnvConfig) -> PgxEnv:
     available = list(pgx.available_envs())
     if env_id not in available:
-        close = difflib.get_close_matches(env_id, available, n=3, cutoff=0.5)
-        hint = f"did you mean {', '.join(close)}?" if close else "valid: " + ", ".join(available)
-        raise ConfigError(f"env.name='pgx/{env_id}' is not a Pgx environment id; {hint}")
+        raise ConfigError(f"env.name='pgx/{env_id}' is not a Pgx environment id; "
+                          + close_matches(env_id, available, "pgx"))
     try:
         env = pgx.make(env_id)
     except Exception as error:
-        text = str(error).strip().splitlines()
-        raise ConfigError(f"env.name='pgx/{env_id}' could not be made: {type(error).__name__}: "
-                          f"{text[0] if text else ''}") from None
+        raise ConfigError(
+            f"env.name='pgx/{env_id}' could not be made: {one_line(error)}") from None
     return PgxEnv(env_id, _single_player(f"pgx/{env_id}", env))
 
 
