@@ -120,7 +120,7 @@ def _load_user_env(name: str, config: EnvConfig):
     except Exception as error:
         raise ConfigError(f"env.name={name!r}: calling {attr}() failed: {_one_line(error)}") from None
     env, env_params = made if isinstance(made, tuple) else (made, None)
-    adapted = None if isinstance(env, Environment) else adapt_user_env(env, config)
+    adapted = None if isinstance(env, Environment) else adapt_user_env(env, config, env_params)
     if adapted is not None:
         return adapted, adapted.default_params
     if not isinstance(env, Environment) and not all(

@@ -26,13 +26,15 @@ def make_suite_env(name: str, config: EnvConfig):
     return env, env.default_params
 
 
-def adapt_user_env(env, config: EnvConfig):
-    """A user's env object (from `module:attr`) wrapped by the adapter of the suite it is an
-    env of (a suite counts once the user's module has imported it); None for none of them."""
+def adapt_user_env(env, config: EnvConfig, params=None):
+    """A user's env object (from `module:attr`, with the suite's `params` when the factory
+    returned `(env, params)`) wrapped by the adapter of the suite it is an env of (a suite
+    counts once the user's module has imported it); None for none of them. Each adapter has
+    `make(env_id, config)`, `accepts(obj)` and `wrap(obj, config, params=None)`."""
     for suite in SUITES.values():
         if suite.package not in sys.modules:
             continue
         adapter = importlib.import_module(f"purerl.envs.suites.{suite.module}")
         if adapter.accepts(env):
-            return adapter.wrap(env, config)
+            return adapter.wrap(env, config, params=params)
     return None

@@ -9,8 +9,9 @@ limit: bootstrap). The adapter's time limit, `max_steps_in_episode` in its param
 (`env.params.max_steps_in_episode=`), is reported as truncation too.
 
 Observations: an array observation with no action mask stays as the suite gives it (images
-keep their `[H, W, C]` for a CNN). A structured one (a NamedTuple, a dict) is flattened: its
-array leaves, in the tree's order, each raveled and cast to float32, concatenated into one
+keep their `[H, W, C]` for a CNN; integers become float32). A structured one (a NamedTuple, a
+dict) is flattened: its array leaves, in the tree's order, each raveled and cast to float32,
+concatenated into one
 vector. An env with an action mask (`action_mask_size = n > 0`) appends its mask (1 = legal)
 as the vector's last `n` entries: the network sees it, and the policy reads it there
 (`action_mask_from_obs`) to give illegal actions no probability.
@@ -44,10 +45,12 @@ class SuiteParams:
 
 def flatten_observation(obs: Any, action_mask: Optional[jax.Array] = None) -> jax.Array:
     """A structured observation's array leaves (and the mask, last) as one float32 vector
-    `[D]`; an array observation with no mask is returned as it is."""
+    `[D]`; an array observation with no mask keeps its shape (cast to float32 unless it is
+    floating already)."""
     leaves = jax.tree.leaves(obs)
     if action_mask is None and len(leaves) == 1 and not isinstance(obs, (dict, tuple, list)):
-        return jnp.asarray(obs)
+        obs = jnp.asarray(obs)
+        return obs if jnp.issubdtype(obs.dtype, jnp.floating) else obs.astype(jnp.float32)
     if action_mask is not None:
         leaves = leaves + [action_mask]
     return jnp.concatenate([jnp.ravel(leaf).astype(jnp.float32) for leaf in leaves])

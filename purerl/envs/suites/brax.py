@@ -192,7 +192,8 @@ def peel_training_wrappers(env, name: str, wrapper_base) -> Tuple[Any, int, int]
         env = env.env
 
 
-def wrap(obj, config: EnvConfig) -> BraxEnv:
+def wrap(obj, config: EnvConfig, params: Any = None) -> BraxEnv:
+    """A user's Brax env (Brax envs have no separate params: `params` is unused)."""
     name = config.name
     env, episode_length, action_repeat = peel_training_wrappers(obj, name, ((), ()))
     if config.backend and config.backend != getattr(env, "backend", config.backend):

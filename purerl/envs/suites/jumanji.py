@@ -223,7 +223,7 @@ def accepts(obj: Any) -> bool:
     return isinstance(obj, jumanji.Environment)
 
 
-def wrap(obj: Any, config: EnvConfig) -> JumanjiEnv:
+def wrap(obj: Any, config: EnvConfig, params: Any = None) -> JumanjiEnv:
     """A user's Jumanji env, its settings (`time_limit` included) its own."""
     env = obj
     while isinstance(env, jumanji_wrappers.Wrapper):

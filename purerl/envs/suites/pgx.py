@@ -99,6 +99,6 @@ def accepts(obj: Any) -> bool:
     return isinstance(obj, pgx.Env)
 
 
-def wrap(obj: Any, config: EnvConfig) -> PgxEnv:
+def wrap(obj: Any, config: EnvConfig, params: Any = None) -> PgxEnv:
     """A user's single-player Pgx env."""
     return PgxEnv(str(obj.id), _single_player(config.name, obj))

@@ -152,7 +152,7 @@ def accepts(obj) -> bool:
     return isinstance(_innermost(obj), MjxEnv)
 
 
-def wrap(obj, config: EnvConfig) -> PlaygroundEnv:
+def wrap(obj, config: EnvConfig, params: Any = None) -> PlaygroundEnv:
     from mujoco_playground import wrapper
 
     name = config.name
