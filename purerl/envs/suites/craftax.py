@@ -26,7 +26,6 @@ gymnax step with its reset 3,260 steps/s against 43,100 for `step_env` alone.
 
 from __future__ import annotations
 
-import difflib
 from typing import Any, Callable
 
 import jax
@@ -34,7 +33,7 @@ import jax.numpy as jnp
 from gymnax.environments import spaces
 
 from purerl.config import ConfigError, EnvConfig
-from purerl.envs.suites.base import SuiteEnv
+from purerl.envs.suites.base import SuiteEnv, close_matches
 
 from craftax.craftax_env import make_craftax_env_from_name
 from craftax.environment_base.environment_bases import (
@@ -96,10 +95,9 @@ class CraftaxEnv(SuiteEnv):
 
 def make(env_id: str, config: EnvConfig) -> CraftaxEnv:
     if env_id not in ENV_IDS:
-        close = difflib.get_close_matches(env_id, ENV_IDS, n=3, cutoff=0.5)
-        hint = f"did you mean {', '.join(close)}?" if close else "valid: " + ", ".join(ENV_IDS)
         raise ConfigError(f"env.name='craftax/{env_id}' is not a Craftax environment id "
-                          f"(purerl resets envs itself: no AutoReset ids); {hint}")
+                          "(purerl resets envs itself: no AutoReset ids); "
+                          + close_matches(env_id, ENV_IDS, "craftax"))
     env = make_craftax_env_from_name(env_id, auto_reset=False)
     return CraftaxEnv(env_id, env, env.default_params)
 

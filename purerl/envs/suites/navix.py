@@ -16,7 +16,6 @@ Actions: `Discrete(len(env.action_set))` (7 for the default MiniGrid action set)
 
 from __future__ import annotations
 
-import difflib
 from typing import Any
 
 import jax
@@ -24,7 +23,7 @@ import jax.numpy as jnp
 from gymnax.environments import spaces
 
 from purerl.config import ConfigError, EnvConfig
-from purerl.envs.suites.base import SuiteEnv
+from purerl.envs.suites.base import SuiteEnv, close_matches
 
 import navix as nx
 from navix.environments.environment import StepType
@@ -53,9 +52,8 @@ class NavixEnv(SuiteEnv):
 def make(env_id: str, config: EnvConfig) -> NavixEnv:
     registered = sorted(nx.registry())
     if env_id not in registered:
-        close = difflib.get_close_matches(env_id, registered, n=3, cutoff=0.5)
-        hint = f"did you mean {', '.join(close)}?" if close else "valid: " + ", ".join(registered)
-        raise ConfigError(f"env.name='navix/{env_id}' is not a Navix environment id; {hint}")
+        raise ConfigError(f"env.name='navix/{env_id}' is not a Navix environment id; "
+                          + close_matches(env_id, registered, "navix"))
     return NavixEnv(env_id, nx.make(env_id))
 
 

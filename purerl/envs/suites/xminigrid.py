@@ -22,7 +22,6 @@ Actions: `Discrete(6)` (forward, turn right, turn left, pick up, put down, toggl
 
 from __future__ import annotations
 
-import difflib
 from typing import Any, Optional
 
 import jax
@@ -30,7 +29,7 @@ import jax.numpy as jnp
 from gymnax.environments import spaces
 
 from purerl.config import ConfigError, EnvConfig
-from purerl.envs.suites.base import SuiteEnv
+from purerl.envs.suites.base import SuiteEnv, close_matches
 
 import xminigrid
 from xminigrid.environment import Environment as XMiniGridEnvironment
@@ -78,20 +77,18 @@ class XMiniGridEnv(SuiteEnv):
 
 
 def _unknown(name: str, choices, what: str) -> ConfigError:
-    close = difflib.get_close_matches(name, choices, n=3, cutoff=0.5)
-    hint = f"did you mean {', '.join(close)}?" if close else "valid: " + ", ".join(choices)
-    return ConfigError(f"env.name='xminigrid/{name}' is not {what}; {hint}")
+    return ConfigError(f"env.name='xminigrid/{name}' is not {what}; "
+                       + close_matches(name, choices, "xminigrid"))
 
 
 def _load_benchmark(full_id: str, benchmark_name: str):
     from xminigrid import benchmarks
 
     if benchmark_name not in benchmarks.registered_benchmarks():
-        close = difflib.get_close_matches(benchmark_name, benchmarks.registered_benchmarks(), n=3)
         raise ConfigError(
             f"env.name='xminigrid/{full_id}': {benchmark_name!r} is not an XLand-MiniGrid "
-            f"benchmark; " + (f"did you mean {', '.join(close)}?" if close else
-                              "benchmarks: " + ", ".join(benchmarks.registered_benchmarks())))
+            "benchmark; " + close_matches(benchmark_name, benchmarks.registered_benchmarks(),
+                                          f"xminigrid/{full_id.split('/', 1)[0]}"))
     try:
         return benchmarks.load_benchmark(benchmark_name)
     except Exception as error:  # the download (urllib) or an unreadable file
