@@ -15,6 +15,7 @@ from gymnax.environments.environment import Environment
 
 from purerl.config import Config, ConfigError, EnvConfig
 from purerl.envs.suites import adapt_user_env, is_suite_name, make_suite_env
+from purerl.envs.suites.base import one_line
 from purerl.envs.wrappers import (
     AutoReset, EpisodeStats, EpisodeStatsState, FrameStack, OneHotObservation, takes_drawn_resets,
 )
@@ -98,10 +99,10 @@ def _make(name: str, config: EnvConfig):
     except URLError as error:  # MNISTBandit-bsuite downloads MNIST when it is made
         raise ConfigError(
             f"env.name={name!r} downloads its data when it is made, and the download failed "
-            f"({_one_line(error)}); put the files where gymnax looks or choose another env"
+            f"({one_line(error)}); put the files where gymnax looks or choose another env"
         ) from None
     except Exception as error:
-        raise ConfigError(f"env.name={name!r} could not be made: {_one_line(error)}") from None
+        raise ConfigError(f"env.name={name!r} could not be made: {one_line(error)}") from None
 
 
 def _load_user_env(name: str, config: EnvConfig):
@@ -110,7 +111,7 @@ def _load_user_env(name: str, config: EnvConfig):
         module = importlib.import_module(module_name)
     except Exception as error:
         raise ConfigError(
-            f"env.name={name!r}: cannot import module {module_name!r}: {_one_line(error)}"
+            f"env.name={name!r}: cannot import module {module_name!r}: {one_line(error)}"
         ) from None
     if not hasattr(module, attr):
         raise ConfigError(f"env.name={name!r}: module {module_name!r} has no attribute {attr!r}")
@@ -118,7 +119,7 @@ def _load_user_env(name: str, config: EnvConfig):
     try:
         made = target()
     except Exception as error:
-        raise ConfigError(f"env.name={name!r}: calling {attr}() failed: {_one_line(error)}") from None
+        raise ConfigError(f"env.name={name!r}: calling {attr}() failed: {one_line(error)}") from None
     env, env_params = made if isinstance(made, tuple) else (made, None)
     adapted = None if isinstance(env, Environment) else adapt_user_env(env, config, env_params)
     if adapted is not None:
@@ -131,8 +132,3 @@ def _load_user_env(name: str, config: EnvConfig):
             f"env.name={name!r}: the {kind} returned {type(env).__name__}, not a gymnax Environment"
         )
     return env, env.default_params if env_params is None else env_params
-
-
-def _one_line(error: Exception) -> str:
-    text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[0] if text else ''}".rstrip(": ")

@@ -131,10 +131,12 @@ class SuiteEnv(Environment):
         self.env_id = env_id
         self.action_space_ = action_space
         self.default_max_steps = int(max_steps_in_episode)
-        self.empty_leaves = EmptyLeaves(jax.eval_shape(lambda key: self.suite_reset(key)[1],
-                                                       jax.random.key(0)))
-        obs_shape = jax.eval_shape(lambda key: self.reset_env(key, self.default_params)[0],
-                                   jax.random.key(0))
+        def observed_reset(key):  # the reset traced once, for the two shapes it gives
+            obs, inner = self.suite_reset(key)
+            return self._observe(obs, inner), inner
+
+        obs_shape, inner_shape = jax.eval_shape(observed_reset, jax.random.key(0))
+        self.empty_leaves = EmptyLeaves(inner_shape)
         self.obs_shape = tuple(obs_shape.shape)
         self.obs_dtype = obs_shape.dtype
 

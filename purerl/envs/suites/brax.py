@@ -107,13 +107,17 @@ class BraxEnv(SuiteEnv):
         action_space = spaces.Box(-1.0, 1.0, (int(env.action_size),), jnp.float32)
         super().__init__(env_id, action_space, max_steps_in_episode)
 
+    def policy_obs(self, obs: Any) -> Any:
+        """The part of a state's `obs` the policy sees (all of it)."""
+        return obs
+
     def suite_reset(self, key):
         state = self.brax_env.reset(key)
-        return state.obs, state
+        return self.policy_obs(state.obs), state
 
     def suite_step(self, key, inner, action):
         state, reward, done = repeated_step(self.brax_env.step, inner, action, self.action_repeat)
-        return state.obs, state, reward, done, jnp.bool_(False)
+        return self.policy_obs(state.obs), state, reward, done, jnp.bool_(False)
 
 
 def make(env_id: str, config: EnvConfig) -> BraxEnv:

@@ -40,11 +40,11 @@ class NavixEnv(SuiteEnv):
 
     def suite_reset(self, key: jax.Array):
         timestep = self.env.reset(key)
-        return jnp.asarray(timestep.observation, jnp.float32), timestep
+        return timestep.observation, timestep
 
     def suite_step(self, key: jax.Array, inner: Any, action):
         timestep = self.env._step(inner, jnp.asarray(action, jnp.int32))
-        return (jnp.asarray(timestep.observation, jnp.float32), timestep, timestep.reward,
+        return (timestep.observation, timestep, timestep.reward,
                 timestep.step_type == StepType.TERMINATION,
                 timestep.step_type == StepType.TRUNCATION)
 

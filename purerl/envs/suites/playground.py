@@ -36,22 +36,13 @@ from __future__ import annotations
 import math
 from typing import Any, Tuple
 
-import jax.numpy as jnp
-from gymnax.environments import spaces
-
 from purerl.config import ConfigError, EnvConfig
-from purerl.envs.suites.base import SuiteEnv, close_matches, one_line
-from purerl.envs.suites.brax import peel_training_wrappers, quiet_brax, repeated_step
+from purerl.envs.suites.base import close_matches, one_line
+from purerl.envs.suites.brax import BraxEnv, peel_training_wrappers, quiet_brax
 
 IMPLS = ("jax", "warp")
 DEFAULT_IMPL = "jax"  # MJX in JAX: what Playground wants on CPU
 EPISODE_LENGTH = 1000
-
-
-def _policy_obs(obs: Any) -> Any:
-    if isinstance(obs, dict) and "state" in obs and "privileged_state" in obs:
-        return obs["state"]
-    return obs
 
 
 def _needs_menagerie(env_id: str) -> bool:
@@ -72,26 +63,21 @@ def menagerie_commit() -> str:
     return str(getattr(mjx_env, "MENAGERIE_COMMIT_SHA", "?"))
 
 
-class PlaygroundEnv(SuiteEnv):
-    """A raw Playground env as a gymnax 1.0 `Environment` (see the module's docstring)."""
+class PlaygroundEnv(BraxEnv):
+    """A raw Playground env as a gymnax 1.0 `Environment` (see the module's docstring): its
+    `State` and step are Brax's, its dict observations give the policy their `state`."""
 
     suite_name = "playground"
 
-    def __init__(self, env_id: str, env, max_steps_in_episode: int = EPISODE_LENGTH,
-                 action_repeat: int = 1):
-        self.playground_env = env
-        self.action_repeat = int(action_repeat)
-        action_space = spaces.Box(-1.0, 1.0, (int(env.action_size),), jnp.float32)
-        super().__init__(env_id, action_space, max_steps_in_episode)
+    @property
+    def playground_env(self):
+        return self.brax_env
 
-    def suite_reset(self, key):
-        state = self.playground_env.reset(key)
-        return _policy_obs(state.obs), state
-
-    def suite_step(self, key, inner, action):
-        state, reward, done = repeated_step(self.playground_env.step, inner, action,
-                                            self.action_repeat)
-        return _policy_obs(state.obs), state, reward, done, jnp.bool_(False)
+    def policy_obs(self, obs: Any) -> Any:
+        """A `{state, privileged_state}` dict's `state` (the critic's extra is not used)."""
+        if isinstance(obs, dict) and "state" in obs and "privileged_state" in obs:
+            return obs["state"]
+        return obs
 
 
 def _time_limit(env_config) -> Tuple[int, int]:

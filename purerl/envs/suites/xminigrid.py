@@ -64,7 +64,7 @@ class XMiniGridEnv(SuiteEnv):
     def suite_reset(self, key: jax.Array):
         key_ruleset, key_reset = jax.random.split(key)
         timestep = self.env.reset(self._params_for(key_ruleset), key_reset)
-        return jnp.asarray(timestep.observation, jnp.float32), timestep
+        return timestep.observation, timestep
 
     def suite_step(self, key: jax.Array, inner: Any, action):
         # The step reads goal and rules from the state, not from params.ruleset.
@@ -72,7 +72,7 @@ class XMiniGridEnv(SuiteEnv):
         last = timestep.step_type == StepType.LAST
         terminated = last & (timestep.discount == 0.0)
         truncated = last & (timestep.discount != 0.0)
-        return (jnp.asarray(timestep.observation, jnp.float32), timestep, timestep.reward,
+        return (timestep.observation, timestep, timestep.reward,
                 terminated, truncated)
 
 
