@@ -25,6 +25,7 @@ import jax
 
 from purerl.config import Config, EnvConfig, SweepConfig
 from purerl.program import make_train
+from throughput import timed
 
 RESULTS = Path(__file__).resolve().parent / "results"
 LRS = [1e-3, 5e-4, 2.5e-4, 1e-4]
@@ -50,12 +51,7 @@ def measure(num_envs: int, updates: int, repeats: int) -> dict:
         tick = time.perf_counter()
         programs[name] = jax.jit(make_train(cfg)).lower(key).compile()
         compile_s[name] = time.perf_counter() - tick
-    best = {name: float("inf") for name in programs}
-    for i in range(repeats):
-        for name, compiled in programs.items():
-            tick = time.perf_counter()
-            jax.block_until_ready(compiled(jax.random.fold_in(key, i)))
-            best[name] = min(best[name], time.perf_counter() - tick)
+    best, _ = timed(programs, key, repeats)
     steps = updates * num_envs * config(num_envs, updates, False).ppo.num_steps
     row = {
         "num_envs": num_envs, "updates": updates, "members": members["population"],

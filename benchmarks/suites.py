@@ -16,6 +16,7 @@ runs, the programs taking turns. With --reset-pool, each preset is measured at e
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import platform
@@ -32,6 +33,7 @@ from purerl.config import SUITES, validate
 from purerl.envs import make_env
 from purerl.program import make_train
 from purerl.train import config_dir
+from throughput import timed
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -42,15 +44,9 @@ def installed_suite_presets() -> list[str]:
     for path in sorted((config_dir() / "env").glob("*.yaml")):
         name = OmegaConf.load(path).get("env", {}).get("name", "")
         prefix = str(name).partition("/")[0]
-        if prefix in SUITES and _installed(SUITES[prefix].package):
+        if prefix in SUITES and importlib.util.find_spec(SUITES[prefix].package) is not None:
             presets.append(path.stem)
     return presets
-
-
-def _installed(package: str) -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec(package) is not None
 
 
 def preset_config(preset: str, updates: int, reset_pool: int):
@@ -95,12 +91,7 @@ def measure(preset: str, updates: int, repeats: int, reset_pool: int) -> dict:
         start = time.perf_counter()
         programs[name] = jax.jit(program).lower(key).compile()
         compile_s[name] = time.perf_counter() - start
-    best = {name: float("inf") for name in programs}
-    for i in range(repeats):
-        for name, compiled in programs.items():
-            start = time.perf_counter()
-            jax.block_until_ready(compiled(jax.random.fold_in(key, i)))
-            best[name] = min(best[name], time.perf_counter() - start)
+    best, _ = timed(programs, key, repeats)
     steps = config.num_updates * config.batch_size
     row = {"preset": preset, "env": config.env.name, "num_envs": config.env.num_envs,
            "reset_pool": reset_pool, "env_steps": steps,

@@ -60,6 +60,29 @@ def cli():
     return run_cli
 
 
+def play(env, params, actions, key: int = 0):
+    """Resets `env` (a gymnax one) with `key` and takes `actions` one step each (step keys
+    100, 101, ...): -> ([(reward, terminated, truncated)] per step, the last state, the last
+    step's info)."""
+    import jax
+
+    obs, state = env.reset(jax.random.key(key), params)
+    out, info = [], None
+    for i, action in enumerate(actions):
+        obs, state, reward, terminated, truncated, info = env.step(
+            jax.random.key(100 + i), state, action, params)
+        out.append((float(reward), bool(terminated), bool(truncated)))
+    return out, state, info
+
+
+def leaf_types(tree):
+    """Each leaf's abstract type (dtype, shape, weak type) as a string: equal trees of these
+    mean a jitted function sees the same types (no recompiles)."""
+    import jax
+
+    return jax.tree.map(lambda leaf: str(jax.typeof(leaf)), tree)
+
+
 def resume_from_checkpoint(run_dir: Path, copy: Path, keep_until: int, *args: str):
     """Copies a finished run to `copy` as a kill after its checkpoint of update `keep_until`
     would leave it (the later checkpoints and the summary gone), and resumes it there with

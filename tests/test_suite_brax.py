@@ -7,7 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import run_cli
+from conftest import leaf_types, run_cli
 
 pytest.importorskip("brax")
 
@@ -33,10 +33,6 @@ def pendulum():
     return make_env(EnvConfig(name=NAME))
 
 
-def _types(tree):
-    return jax.tree.map(lambda leaf: str(jax.typeof(leaf)), tree)
-
-
 def test_spaces_and_params(pendulum):
     env, params = pendulum
     space = env.action_space(params)
@@ -57,7 +53,7 @@ def test_six_value_step_termination_and_fresh_reset(pendulum):
         assert reward.dtype == jnp.float32 and reward.shape == ()
         assert terminated.dtype == jnp.bool_ and truncated.dtype == jnp.bool_
         assert {"final_observation", "terminated", "truncated"} <= set(info)
-        assert _types(next_state) == _types(state)  # no weak-type drift: no recompiles
+        assert leaf_types(next_state) == leaf_types(state)  # no weak-type drift: no recompiles
         if bool(terminated):
             break
         state = next_state

@@ -11,7 +11,7 @@ from gymnax.environments import spaces
 
 nx = pytest.importorskip("navix")
 
-from conftest import run_cli  # noqa: E402
+from conftest import play, run_cli  # noqa: E402
 from purerl.config import ConfigError, EnvConfig  # noqa: E402
 from purerl.envs import make_env  # noqa: E402
 from purerl.envs.suites import navix as adapter  # noqa: E402
@@ -30,16 +30,6 @@ def user_env():
 @pytest.fixture(scope="module")
 def empty():
     return make_env(EnvConfig(name="navix/Navix-Empty-5x5-v0"))
-
-
-def play(env, params, actions, key=0):
-    obs, state = env.reset(jax.random.key(key), params)
-    out = []
-    for i, action in enumerate(actions):
-        obs, state, reward, terminated, truncated, info = env.step(
-            jax.random.key(100 + i), state, action, params)
-        out.append((float(reward), bool(terminated), bool(truncated)))
-    return out, state, info
 
 
 def test_spaces_and_six_value_step(empty):

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import run_cli
+from conftest import leaf_types, run_cli
 
 pytest.importorskip("mujoco_playground")
 
@@ -31,10 +31,6 @@ def wrapped_cartpole():
 @pytest.fixture(scope="module")
 def cartpole():
     return make_env(EnvConfig(name=NAME))
-
-
-def _types(tree):
-    return jax.tree.map(lambda leaf: str(jax.typeof(leaf)), tree)
 
 
 def test_spaces_params_and_impl(cartpole):
@@ -62,7 +58,7 @@ def test_six_value_step_time_limit_and_fresh_resets(cartpole):
         assert reward.dtype == jnp.float32 and reward.shape == () and float(reward) > 0
         assert terminated.dtype == jnp.bool_ and truncated.dtype == jnp.bool_
         assert {"final_observation", "terminated", "truncated"} <= set(info)
-        assert _types(next_state) == _types(state)  # no weak-type drift: no recompiles
+        assert leaf_types(next_state) == leaf_types(state)  # no weak-type drift: no recompiles
         flags.append((bool(terminated), bool(truncated)))
         state = next_state
     assert flags == [(False, False), (False, False), (False, True)]

@@ -12,7 +12,7 @@ from gymnax.environments import spaces
 
 xminigrid = pytest.importorskip("xminigrid")
 
-from conftest import run_cli  # noqa: E402
+from conftest import play, run_cli  # noqa: E402
 from purerl.config import ConfigError, EnvConfig  # noqa: E402
 from purerl.envs import make_env  # noqa: E402
 from purerl.envs.suites import xminigrid as adapter  # noqa: E402
@@ -33,16 +33,6 @@ def user_env():
 @pytest.fixture(scope="module")
 def empty():
     return make_env(EnvConfig(name="xminigrid/MiniGrid-Empty-5x5"))
-
-
-def play(env, params, actions, key=0):
-    obs, state = env.reset(jax.random.key(key), params)
-    out = []
-    for i, action in enumerate(actions):
-        obs, state, reward, terminated, truncated, info = env.step(
-            jax.random.key(100 + i), state, action, params)
-        out.append((float(reward), bool(terminated), bool(truncated)))
-    return out, state
 
 
 def one_line_error(name: str) -> str:
@@ -73,7 +63,7 @@ def test_spaces_and_six_value_step(empty):
 
 def test_reaching_the_goal_terminates(empty):
     env, params = empty
-    out, state = play(env, params, TO_GOAL)
+    out, state, _ = play(env, params, TO_GOAL)
     assert [o[1:] for o in out[:-1]] == [(False, False)] * (len(TO_GOAL) - 1)
     reward, terminated, truncated = out[-1]
     assert terminated and not truncated
@@ -83,16 +73,16 @@ def test_reaching_the_goal_terminates(empty):
 
 def test_time_limits_are_truncations(empty):
     env, params = empty
-    out, _ = play(env, params.replace(max_steps_in_episode=3), [TURN] * 4)
+    out, _, _ = play(env, params.replace(max_steps_in_episode=3), [TURN] * 4)
     assert [o[1:] for o in out] == [(False, False), (False, False), (False, True), (False, False)]
     # xminigrid's own limit (LAST with discount 1), purerl's set far above it
     inner, inner_params = xminigrid.make("MiniGrid-Empty-5x5")
     own = adapter.wrap(inner, EnvConfig(), params=inner_params.replace(max_steps=2))
     assert own.default_params.max_steps_in_episode == 2
-    out, _ = play(own, own.default_params.replace(max_steps_in_episode=1000), [TURN] * 3)
+    out, _, _ = play(own, own.default_params.replace(max_steps_in_episode=1000), [TURN] * 3)
     assert [o[1:] for o in out] == [(False, False), (False, True), (False, False)]
     # the goal on the last allowed step (LAST, discount 0): a termination
-    out, _ = play(env, params.replace(max_steps_in_episode=len(TO_GOAL)), TO_GOAL)
+    out, _, _ = play(env, params.replace(max_steps_in_episode=len(TO_GOAL)), TO_GOAL)
     assert out[-1][1:] == (True, False)
 
 
