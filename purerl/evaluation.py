@@ -20,6 +20,7 @@ from purerl.envs import EpisodeStatsState
 from purerl.envs.wrappers import FrameStackState
 from purerl.envs.normalization import RunningMeanStd
 from purerl.agent import Memory, make_agent
+from purerl.prng import draw_bits, keys_from_bits
 
 DEFAULT_MAX_STEPS = 1000  # for envs whose params have no max_steps_in_episode
 
@@ -80,10 +81,13 @@ def make_evaluator(config: Config, env, env_params) -> "Evaluator":
     temperatures = jnp.asarray(config.eval.temperatures, jnp.float32)
 
     def play(params, obs_stats: RunningMeanStd, key, temperature) -> EvalResult:
-        reset_key, step_key = jax.random.split(key)
-        obs, env_state = reset_envs(jax.random.split(reset_key, num_episodes), env_params)
+        impl, words = jax.random.key_impl(key), jax.random.key_data(key).shape[-1]
+        step_key, reset_keys = (keys_from_bits(bits, impl) for bits in draw_bits(
+            key, (words,), (num_episodes, words)))
+        obs, env_state = reset_envs(reset_keys, env_params)
+        restarts = draw_restarts(reset_keys)
         zeros = jnp.zeros((num_episodes,), jnp.float32)
-        init = (jnp.int32(0), obs, env_state, agent.initial_memory(num_episodes),
+        init = (jnp.int32(0), step_key, obs, env_state, agent.initial_memory(num_episodes),
                 jnp.ones((num_episodes,), bool), zeros, zeros)
 
         def running(carry):
@@ -91,30 +95,39 @@ def make_evaluator(config: Config, env, env_params) -> "Evaluator":
             return (t < max_steps) & alive.any()
 
         def step(carry):
-            t, obs, env_state, memory, alive, total, length = carry
-            obs, env_state, memory, reward, done = act(
-                params, obs_stats, obs, env_state, memory, temperature,
-                jax.random.fold_in(step_key, t))
+            t, key, obs, env_state, memory, alive, total, length = carry
+            key, obs, env_state, memory, reward, done = act(
+                params, obs_stats, obs, env_state, memory, temperature, key, restarts)
             total = total + jnp.where(alive, reward, 0.0)
             length = length + alive
-            return t + 1, obs, env_state, memory, alive & ~done, total, length
+            return t + 1, key, obs, env_state, memory, alive & ~done, total, length
 
         *_, total, length = jax.lax.while_loop(running, step, init)
         return EvalResult(total.mean(), length.mean())
 
-    def act(params, obs_stats, obs, env_state, memory, temperature, key):
-        """One step of every env `[N]`: (obs, env_state, memory, reward float32 [N],
-        done [N]); a recurrent policy's memory starts a new episode after `done`."""
+    def draw_restarts(reset_keys):
+        """The states an env whose episode ended restarts from, its episode's own first
+        state (None: the env draws its resets itself): an ended episode is never played on,
+        so its restart needs no random draw."""
+        return None if agent.draw_resets is None else agent.draw_resets(reset_keys, env_params)
+
+    def act(params, obs_stats, obs, env_state, memory, temperature, key, restarts):
+        """One step of every env `[N]`: (next key, obs, env_state, memory, reward float32
+        [N], done [N]); a recurrent policy's memory starts a new episode after `done`. The
+        step's randomness is one draw of `key`'s bits."""
         num = jax.tree.leaves(env_state)[0].shape[0]
-        action_key, env_key = jax.random.split(key)
+        impl, words = jax.random.key_impl(key), jax.random.key_data(key).shape[-1]
+        next_key, noise, env_keys = draw_bits(key, (words,), policy.noise_shape((num,)),
+                                              (num, words))
         policy_out, _, carry = agent.policy_step(params, obs_stats, obs, memory)
-        action = policy.sample(policy_out, policy.noise(action_key, (num,)), temperature)
+        action = policy.sample(policy_out, policy.noise_from_bits(noise), temperature)
         obs, env_state, reward, terminated, truncated, _ = step_envs(
-            jax.random.split(env_key, num), env_state, spec.to_env(action), env_params, None)
+            keys_from_bits(env_keys, impl), env_state, spec.to_env(action), env_params, restarts)
         done = terminated | truncated
         if memory is not None:
             memory = Memory(carry, done)
-        return obs, env_state, memory, reward.astype(jnp.float32), done
+        return (keys_from_bits(next_key, impl), obs, env_state, memory,
+                reward.astype(jnp.float32), done)
 
     def evaluate(params, obs_stats: RunningMeanStd, key: jax.Array) -> EvalResult:
         return jax.vmap(play, in_axes=(None, None, None, 0))(params, obs_stats, key,
@@ -124,17 +137,17 @@ def make_evaluator(config: Config, env, env_params) -> "Evaluator":
         """One episode of `max_steps` steps at most, for rendering."""
         reset_key, step_key = jax.random.split(key)
         obs, env_state = reset_envs(reset_key[None], env_params)
+        restarts = draw_restarts(reset_key[None])
 
-        def step(carry, t):
-            obs, env_state, memory = carry
+        def step(carry, _):
+            key, obs, env_state, memory = carry
             before = env_state
-            obs, env_state, memory, reward, done = act(
-                params, obs_stats, obs, env_state, memory, temperature,
-                jax.random.fold_in(step_key, t))
-            return (obs, env_state, memory), (unwrap_state(before), reward[0], done[0])
+            key, obs, env_state, memory, reward, done = act(
+                params, obs_stats, obs, env_state, memory, temperature, key, restarts)
+            return (key, obs, env_state, memory), (unwrap_state(before), reward[0], done[0])
 
         _, (states, rewards, dones) = jax.lax.scan(
-            step, (obs, env_state, agent.initial_memory(1)), jnp.arange(max_steps))
+            step, (step_key, obs, env_state, agent.initial_memory(1)), None, max_steps)
         return Episode(jax.tree.map(lambda x: x[:, 0], states), rewards, dones)
 
     return Evaluator(evaluate, record)
