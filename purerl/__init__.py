@@ -9,6 +9,9 @@ from __future__ import annotations
 import importlib
 
 from purerl.config import Config, ConfigError, validate
+from purerl.gymnax_import import defer_gymnax_plotting
+
+defer_gymnax_plotting()
 
 _LAZY = {  # name -> the module that defines it
     "compute_gae": "purerl.gae",

@@ -1,3 +1,6 @@
+import subprocess
+import sys
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -169,3 +172,15 @@ def test_an_env_that_overrides_step_keeps_its_own_auto_reset():
     env, _ = make_env(EnvConfig(name="CartPole-v1"))
     assert takes_drawn_resets(env) and not takes_drawn_resets(OwnStep())
     assert not takes_drawn_resets(object())
+
+
+def test_gymnax_imports_without_its_plotting_libraries():
+    """gymnax's Pong and Rooms import seaborn and pyplot at their top (scipy.stats, pandas);
+    purerl leaves them unloaded until something uses them, as rendering does."""
+    code = ("import sys, purerl.envs, gymnax\n"
+            "assert 'scipy.stats' not in sys.modules and 'pandas' not in sys.modules\n"
+            "env, params = gymnax.make('Pong-misc')\n"
+            "import seaborn\n"
+            "assert len(seaborn.color_palette('cubehelix', 3)) == 3\n"
+            "assert 'scipy.stats' in sys.modules\n")
+    subprocess.run([sys.executable, "-c", code], check=True)
