@@ -68,13 +68,15 @@ def make_program(config: Config, chunk: Optional[int] = None) -> Program:
     def seed_hparams():
         return member_hyperparams(config)
 
+    update = jax.jit(ppo.update)  # traced once: for the metrics' shapes and in the loop
+
     def run_one(state: RunnerState, num):
-        metrics_shape = jax.eval_shape(ppo.update, state)[1]
+        metrics_shape = jax.eval_shape(update, state)[1]
         buffer = jax.tree.map(lambda s: jnp.zeros((chunk, *s.shape), s.dtype), metrics_shape)
 
         def body(i, carry):
             state, buffer = carry
-            state, metrics = ppo.update(state)
+            state, metrics = update(state)
             return state, jax.tree.map(lambda b, m: b.at[i].set(m), buffer, metrics)
 
         return jax.lax.fori_loop(0, num, body, (state, buffer))

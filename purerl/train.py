@@ -767,12 +767,13 @@ class Checkpoint(Event):
 
 
 class Plot(Event):
-    """Redraws learning_curve.png after each evaluation."""
+    """Redraws learning_curve.png after each evaluation but the last (the run's end draws
+    the final one)."""
 
     def due(self, run, chunk):
         from purerl.distributed import writes_files
 
-        return chunk.evaluated and writes_files()
+        return chunk.evaluated and run.done < run.config.num_updates and writes_files()
 
     def handle(self, run, chunk):
         _plot(run)
