@@ -1,32 +1,54 @@
 """gymnax imported without loading its plotting libraries.
 
-gymnax's package `__init__` imports every environment module, and two of them (Pong, Rooms)
-import seaborn and `matplotlib.pyplot` at their top for rendering, which pulls in scipy.stats
-and pandas: about 1.5 s of a command's start-up, for code that only rendering calls. While
-gymnax's own modules run, `defer_gymnax_plotting()` makes those two imports lazy
-(`importlib.util.LazyLoader`): the modules are created empty and load on their first attribute
-access, as rendering makes it. Imports before and after gymnax's are untouched.
+gymnax's package `__init__` imports every environment module; Catch, MetaMaze, Rooms and Pong
+import `matplotlib.pyplot` at their top for rendering, and Pong seaborn too, which pulls in
+scipy.stats and pandas: about 1.5 s of a command's start-up, for code that only rendering
+calls. While gymnax's own modules run, `defer_gymnax_plotting()` gives
+those imports a stand-in module that imports the real one at its first attribute access, as
+rendering makes it, and forwards every attribute to it. Imports before and after gymnax's get the
+real modules.
 """
 
 from __future__ import annotations
 
+import importlib
 import importlib.abc
 import importlib.machinery
-import importlib.util
 import sys
+import types
 
 DEFERRED = ("seaborn", "matplotlib.pyplot")  # imported by gymnax's modules, used only to render
 
 
-def _lazy_spec(name: str, path):
-    spec = importlib.machinery.PathFinder.find_spec(name, path)
-    if spec is not None and spec.loader is not None:
-        spec.loader = importlib.util.LazyLoader(spec.loader)
-    return spec
+class _Deferred(types.ModuleType):
+    """Stands in for module `name` until one of its attributes is read; then imports it (and
+    puts it in `sys.modules` in its place) and forwards every attribute to it. Its own
+    `__spec__` and `__name__` are plain attributes, and other dunder names are not forwarded, so
+    that the import system, looking them up, never loads the real module."""
+
+    def __getattr__(self, attr):
+        if attr.startswith("__"):  # what the import system looks up on any module
+            raise AttributeError(attr)
+        module = self.__dict__.get("_module")
+        if module is None:
+            if sys.modules.get(self.__name__) is self:
+                del sys.modules[self.__name__]
+            module = self.__dict__["_module"] = importlib.import_module(self.__name__)
+        return getattr(module, attr)
+
+
+class _DeferredLoader(importlib.abc.Loader):
+    def create_module(self, spec):
+        module = _Deferred(spec.name)
+        module.__spec__ = spec
+        return module
+
+    def exec_module(self, module):
+        pass
 
 
 class _DeferringLoader(importlib.abc.Loader):
-    """gymnax's loader, executing its package with DEFERRED imports lazy."""
+    """gymnax's loader, executing its package with DEFERRED imports standing in."""
 
     def __init__(self, loader, finder):
         self.loader, self.finder = loader, finder
@@ -46,13 +68,15 @@ class _DeferringLoader(importlib.abc.Loader):
 
 class _GymnaxFinder(importlib.abc.MetaPathFinder):
     """Finds gymnax the usual way, wrapping its loader once; while gymnax's package runs,
-    finds DEFERRED modules with lazy loaders."""
+    finds DEFERRED modules as stand-ins."""
 
     deferring = False
 
     def find_spec(self, name, path=None, target=None):
         if self.deferring:
-            return _lazy_spec(name, path) if name in DEFERRED else None
+            if name not in DEFERRED or importlib.machinery.PathFinder.find_spec(name, path) is None:
+                return None
+            return importlib.machinery.ModuleSpec(name, _DeferredLoader())
         if name != "gymnax":
             return None
         spec = importlib.machinery.PathFinder.find_spec(name, path)
