@@ -11,7 +11,7 @@ from typing import Callable, NamedTuple, Optional, Tuple
 
 import jax
 import jax.numpy as jnp
-from jax.sharding import PartitionSpec as P
+from jax.sharding import NamedSharding, PartitionSpec as P
 
 from purerl.config import Config, env_devices, validate
 from purerl.envs import make_env
@@ -30,6 +30,9 @@ class Program(NamedTuple):
     run(state, num) -> (state, Metrics `[S, chunk]`): `num <= chunk` updates; rows past `num`
         are zeros.
     train(key) -> (RunnerState, Metrics `[S, num_updates]`): the whole run, init and all updates.
+    state_sharding: the state's shardings over the devices, a prefix tree of the RunnerState
+        (`jit`'s `out_shardings` of init), so that the programs taking a state can be lowered
+        before init is compiled.
     """
 
     init: Callable[[jax.Array], RunnerState]
@@ -37,6 +40,7 @@ class Program(NamedTuple):
     train: Callable[[jax.Array], Tuple[RunnerState, Metrics]]
     chunk: int
     num_devices: int
+    state_sharding: object
 
 
 def make_program(config: Config, chunk: Optional[int] = None) -> Program:
@@ -112,6 +116,8 @@ def make_program(config: Config, chunk: Optional[int] = None) -> Program:
         train=lambda key: train(seed_keys(key), seed_hparams()),
         chunk=chunk,
         num_devices=num_devices,
+        state_sharding=jax.tree.map(lambda spec: NamedSharding(mesh, spec), state_spec,
+                                    is_leaf=lambda x: isinstance(x, P)),
     )
 
 

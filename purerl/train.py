@@ -376,10 +376,13 @@ class Programs(NamedTuple):
 
 
 def compile_programs(config: Config, program, key) -> Programs:
-    """Lowers and compiles the init, chunk and evaluation programs (and PBT's generation step
-    when `pbt.every`). All but init are lowered from the state's shapes (with the shardings
-    that the compiled init gives the state): no state is made before the run directory is
-    opened."""
+    """Lowers the init, chunk and evaluation programs (and PBT's generation step when
+    `pbt.every`) one after another, and compiles each in a thread of its own as soon as it is
+    lowered: XLA compiles one program (in C++, without the GIL) while Python traces the next.
+    All but init are lowered from the state's shapes and shardings: no state is made before
+    the run directory is opened."""
+    from concurrent.futures import ThreadPoolExecutor
+
     import jax
     import numpy as np
 
@@ -387,25 +390,29 @@ def compile_programs(config: Config, program, key) -> Programs:
     from purerl.evaluation import make_evaluator
 
     start = time.perf_counter()
-    lowered_init = jax.jit(program.init).lower(key)
-    init = lowered_init.compile()
-    state = jax.tree.map(lambda x, sharding: jax.ShapeDtypeStruct(x.shape, x.dtype,
-                                                                  sharding=sharding),
-                         lowered_init.out_info, init.output_shardings)
-    run_chunk = jax.jit(program.run, donate_argnums=0).lower(
-        state, np.int32(program.chunk)).compile()
-    evaluator = make_evaluator(config, *make_env(config.env))
-    evaluate = jax.jit(jax.vmap(evaluator.evaluate)).lower(
-        state.params, state.normalizer.obs, _eval_keys(config, key)).compile()
-    pbt = None
-    if config.pbt.every:
-        from purerl.pbt import make_pbt_step
+    with ThreadPoolExecutor(max_workers=4, thread_name_prefix="compile") as pool:
+        lowered_init = jax.jit(program.init, out_shardings=program.state_sharding).lower(key)
+        init = pool.submit(lowered_init.compile)
+        state = jax.tree.map(
+            lambda sharding, shapes: jax.tree.map(
+                lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding), shapes),
+            program.state_sharding, lowered_init.out_info)
+        run_chunk = pool.submit(jax.jit(program.run, donate_argnums=0).lower(
+            state, np.int32(program.chunk)).compile)
+        evaluator = make_evaluator(config, *make_env(config.env))
+        evaluate = pool.submit(jax.jit(jax.vmap(evaluator.evaluate)).lower(
+            state.params, state.normalizer.obs, _eval_keys(config, key)).compile)
+        pbt = None
+        if config.pbt.every:
+            from purerl.pbt import make_pbt_step
 
-        fitness = jax.ShapeDtypeStruct((config.num_members,), np.float32)
-        pbt = jax.jit(make_pbt_step(config), donate_argnums=0,
-                      out_shardings=(init.output_shardings, None)).lower(
-            state, fitness, jax.random.key(0)).compile()
-    return Programs(init, run_chunk, evaluate, compile_s=time.perf_counter() - start, pbt=pbt)
+            fitness = jax.ShapeDtypeStruct((config.num_members,), np.float32)
+            pbt = pool.submit(jax.jit(make_pbt_step(config), donate_argnums=0,
+                                      out_shardings=(program.state_sharding, None)).lower(
+                state, fitness, jax.random.key(0)).compile)
+    # The pool has waited for every compile.
+    return Programs(init.result(), run_chunk.result(), evaluate.result(),
+                    compile_s=time.perf_counter() - start, pbt=pbt and pbt.result())
 
 
 def _eval_keys(config: Config, key):
