@@ -32,9 +32,9 @@ Rows (--rows; all by default), each measured --repeats times with the two sides 
   purerl's Python and by --peer-python) times the compile of the whole-run program
   `jax.jit(make_train(...)).lower(key).compile()` apart from one run of it: 4 envs x 5e5 steps;
   1024 envs x 5e6 steps; 4 envs x 1e5 steps, 1 seed and then 8 vmapped seeds in one process.
-- 8seeds-devices: the 8seeds row's 8-seed program, purerl's side on as many forced CPU devices
-  as the machine has cores (`XLA_FLAGS=--xla_force_host_platform_device_count=N`, the README's
-  way to spread seeds over a CPU's cores), PureJaxRL's side as in 8seeds.
+- 8seeds-devices: the 8seeds row's 8-seed program, purerl's side on the forced CPU devices
+  (`XLA_FLAGS=--xla_force_host_platform_device_count=N`) that the command line makes for 8 seeds
+  by default (`cpu_devices=0`: the most cores that divide 8), PureJaxRL's side as in 8seeds.
 - gru: the same, at the setting of the checkout's `purejaxrl/ppo_rnn.py` `__main__` (CartPole,
   4 envs x 128 steps, 5e5 steps, 4 epochs x 4 minibatches of whole envs, lr 2.5e-4 annealed,
   entropy 0.01: ppo.py's) against purerl's `network=gru` configured to match: a Dense(128)
@@ -92,9 +92,9 @@ DRIVER_ROWS = {
     "8seeds-devices": [program(4, 100_000, num_seeds=8)],
     "gru": [program(4, 500_000, network="gru")],
 }
-# Rows whose purerl side runs on as many forced CPU devices as the machine has cores
-# (XLA_FLAGS=--xla_force_host_platform_device_count=N: the seeds split over them, each device a
-# stream of kernels of its own); PureJaxRL's side runs as it does in every row.
+# Rows whose purerl side runs on the forced CPU devices the command line makes by default
+# (`cpu_devices()`: the seeds split over them, each device a stream of kernels of its own);
+# PureJaxRL's side runs as it does in every row.
 PURERL_ON_CPU_DEVICES = {"8seeds-devices"}
 # The rows with purerl on both sides: each side's name and programs, in the order of a turn.
 PURERL_ROWS = {
@@ -186,10 +186,17 @@ def driver_turn(row: str, checkout: Path | None, peer_python: str, work: Path) -
         command += ["--purejaxrl", checkout] if driver_side == "purejaxrl" else []
         env = subprocess_env()
         if driver_side == "purerl" and row in PURERL_ON_CPU_DEVICES:
-            env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={os.cpu_count()}"
+            env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={cpu_devices()}"
         timed_run(command, REPO, work / f"{side}_driver.log", env)
         turn[side] = json.loads(out.read_text())
     return turn
+
+
+def cpu_devices() -> int:
+    """The CPU devices the command line splits 8 seeds over here (`cpu_devices=0`)."""
+    from purerl.config import auto_cpu_devices
+
+    return auto_cpu_devices([8], len(os.sched_getaffinity(0)))
 
 
 def stats(values: list) -> dict | None:
@@ -275,8 +282,9 @@ def comparisons(rows: dict) -> list[dict]:
         eight_seeds = {side: [t[side][0] for t in rows["8seeds-devices"]]
                        for side in ("purejaxrl", "purerl")}
         lines.append(comparison(
-            f"the same 8 seeds, purerl on {os.cpu_count()} forced CPU devices (a device per "
-            "core, the seeds split over them), PureJaxRL as above", "steps/s",
+            f"the same 8 seeds, purerl on {cpu_devices()} forced CPU devices (a device per "
+            "core, the seeds split over them: the command line's default, cpu_devices=0), PureJaxRL as "
+            "above", "steps/s",
             [r["sps"] for r in eight_seeds["purejaxrl"]], [r["sps"] for r in eight_seeds["purerl"]],
             "steps/s"))
         if "8seeds" in rows:  # against one seed on one device, from the 8seeds row's turns

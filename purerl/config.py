@@ -230,6 +230,10 @@ class Config:
     # JAX's persistent compilation cache: "auto" is $JAX_COMPILATION_CACHE_DIR if set, else
     # $XDG_CACHE_HOME/purerl/xla (~/.cache/purerl/xla); a directory; None turns it off.
     compile_cache: Optional[str] = "auto"
+    # On a CPU, the devices (one per core, XLA's forced host devices) that the members (seeds,
+    # sweep points) are split over by the command line: 0 is the most cores that divide the
+    # members evenly; 1 keeps one device. Ignored when XLA_FLAGS forces a device count.
+    cpu_devices: int = 0
 
     @property
     def num_members(self) -> int:
@@ -265,6 +269,11 @@ def env_devices(num_members: int, num_devices: int) -> int:
     return 1 if num_members % num_devices == 0 else num_devices
 
 
+def auto_cpu_devices(members: List[int], cores: int) -> int:
+    """The most devices, at most `cores`, that every count in `members` divides over evenly."""
+    return max(n for n in range(1, max(cores, 1) + 1) if all(m % n == 0 for m in members))
+
+
 def validate(config: Config, num_devices: Optional[int] = 1) -> Config:
     """Checks every setting and derived size on `num_devices` devices; raises ConfigError with a
     one-line message. `num_devices=None` leaves out the checks that need the device count
@@ -278,6 +287,9 @@ def validate(config: Config, num_devices: Optional[int] = 1) -> Config:
     if env.name.partition("/")[0] in SUITES:
         check_suite(env.name)
     _positive("num_seeds", config.num_seeds)
+    if config.cpu_devices < 0:
+        raise ConfigError(f"cpu_devices={config.cpu_devices} must be >= 0 (0: one per core, as "
+                          "many as divide the members evenly)")
     if config.prng_impl not in PRNG_IMPLS:
         raise ConfigError(f"prng_impl={config.prng_impl!r} is not one of {', '.join(PRNG_IMPLS)}")
     _positive("log_every", config.log_every)

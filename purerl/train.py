@@ -31,7 +31,7 @@ from omegaconf.errors import (
     ConfigAttributeError, ConfigKeyError, OmegaConfBaseException, ValidationError,
 )
 
-from purerl.config import Config, ConfigError, check_devices, validate
+from purerl.config import Config, ConfigError, auto_cpu_devices, check_devices, validate
 
 log = logging.getLogger("purerl")
 logging.getLogger("absl").setLevel(logging.WARNING)  # orbax logs every file it writes
@@ -263,6 +263,7 @@ def preflight(argv: List[str]) -> None:
                                   "or leave log.wandb=false")
     _check_compile_cache(configs)
     _check_distributed(configs)
+    split_members_over_cores(configs)
 
     import jax
 
@@ -274,6 +275,28 @@ def preflight(argv: List[str]) -> None:
 
     for config in configs:
         check_env(*make_env(config.env), config)
+
+
+FORCED_DEVICES = "--xla_force_host_platform_device_count"
+
+
+def split_members_over_cores(configs: List[Config]) -> None:
+    """Makes the CPU's cores devices, so that the members (seeds, sweep points) train split over
+    them (`cpu_devices`): XLA_FLAGS's forced host device count, which JAX reads when it makes its
+    CPU client (other backends are not touched). Nothing when XLA_FLAGS forces a count already,
+    in a multi-host run (each process has its own devices), or once JAX is imported."""
+    settings = sorted({c.cpu_devices for c in configs})
+    if len(settings) > 1:
+        raise ConfigError(f"cpu_devices={','.join(map(str, settings))}: the jobs of a sweep run "
+                          "in one process, on one set of devices; sweep other settings")
+    flags = os.environ.get("XLA_FLAGS", "")
+    if FORCED_DEVICES in flags or configs[0].distributed.enabled or "jax" in sys.modules:
+        return
+    cores = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+             else os.cpu_count() or 1)
+    count = settings[0] or auto_cpu_devices([c.num_members for c in configs], cores)
+    if count > 1:
+        os.environ["XLA_FLAGS"] = f"{flags} {FORCED_DEVICES}={count}".strip()
 
 
 def _check_distributed(configs: List[Config]) -> None:

@@ -46,6 +46,8 @@ VALIDATION_CASES = [
     (["+env=cartpole", "eval.temperatures=[-1]"], r"eval.temperatures=\[-1.0\] must be .* >= 0"),
     (["+env=cartpole", "checkpoint.keep=0"], "checkpoint.keep=0 must be > 0"),
     (["+env=cartpole", "env.clip_obs=0"], "env.clip_obs=0.0 must be > 0"),
+    (["+env=cartpole", "cpu_devices=-1"], r"cpu_devices=-1 must be >= 0"),
+    (["-m", "+env=cartpole", "cpu_devices=0,1"], "cpu_devices=0,1: the jobs of a sweep run in one"),
 ]
 
 
@@ -90,6 +92,15 @@ def test_wandb_without_wandb_installed_is_a_clear_error():
 
 def test_preflight_accepts_env_params_without_plus():
     preflight(["+env=cartpole", "env.params.max_steps_in_episode=200"])
+
+
+def test_cpu_devices_makes_that_many_devices(cli, tmp_path):
+    """`cpu_devices=2` gives the run 2 CPU devices, whatever the machine's cores: 3 envs of one
+    seed do not split over them."""
+    result = cli("+env=cartpole", "env.num_envs=3", "cpu_devices=2", f"hydra.run.dir={tmp_path}")
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        "purerl: error: env.num_envs=3 is not divisible by the number of devices (2)")
 
 
 def test_cli_rejects_envs_not_divisible_by_devices(cli, tmp_path):

@@ -6,7 +6,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from purerl.checkpoint import config_differences
-from purerl.config import Config, ConfigError, EnvConfig, check_devices, validate
+from purerl.config import Config, ConfigError, EnvConfig, auto_cpu_devices, check_devices, validate
 from purerl.train import compile_cache_dir, config_dir, load_config, preflight
 
 
@@ -122,3 +122,9 @@ def test_a_suite_not_installed_is_one_line_with_its_extra(monkeypatch, make_conf
         validate(make_config(**{"env.name": "brax/hopper"}))
     with pytest.raises(ConfigError, match="names no env of pgx: write pgx/<id>"):
         validate(make_config(**{"env.name": "pgx/"}))
+
+
+@pytest.mark.parametrize("members, cores, devices", [
+    ([8], 2, 2), ([3], 2, 1), ([1], 16, 1), ([6], 4, 3), ([8, 4], 16, 4), ([12], 8, 6), ([4], 1, 1)])
+def test_auto_cpu_devices_is_the_most_cores_that_divide_every_jobs_members(members, cores, devices):
+    assert auto_cpu_devices(members, cores) == devices

@@ -1,6 +1,7 @@
 """Sweeps inside the program: `sweep.<name>=[...]` grid points x seeds, one vmapped batch."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -11,7 +12,7 @@ import purerl
 from conftest import REPO, resume_from_checkpoint, run_cli, tiny_config
 
 from purerl.checkpoint import restore_run
-from purerl.config import ConfigError, validate
+from purerl.config import ConfigError, auto_cpu_devices, validate
 from purerl.program import make_train
 from purerl.schedules import member_hyperparams
 from purerl.train import _params_from
@@ -81,10 +82,12 @@ def sweep_run(tmp_path_factory):
 
 
 def test_a_sweep_learns_where_its_lr_works_in_one_compile(sweep_run):
-    """lr=1e-9 stays near random (CartPole's ~22), lr=2.5e-3 learns; one program for all."""
+    """lr=1e-9 stays near random (CartPole's ~22), lr=2.5e-3 learns; one program for all,
+    its 4 members split over the CPU's cores as devices (`cpu_devices=0`)."""
     run_dir, result = sweep_run
     assert (result.stdout + result.stderr).count("compiled in") == 1
     summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["devices"] == auto_cpu_devices([4], len(os.sched_getaffinity(0)))
     assert summary["num_members"] == 4 and len(summary["members"]) == 4
     best, worst = summary["combinations"]
     assert summary["best"] == best and best["hparams"] == {"lr": 2.5e-3}
