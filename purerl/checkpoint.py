@@ -22,7 +22,7 @@ CHECKPOINTS = "checkpoints"
 BEST = "best"  # checkpoints/best/: the best policy by eval return, when checkpoint.best
 # Settings that cannot change a run's result: a resumed run may change them.
 RESUMABLE_CHANGES = ("log_every", "log", "eval", "checkpoint", "resume", "init_from", "init_member",
-                     "compile_cache", "distributed")  # (the device count is checked apart)
+                     "compile_cache", "cpu_devices", "distributed")  # (the device count: apart)
 
 
 def _orbax():
@@ -142,7 +142,8 @@ def check_resumable(record: Dict, config: Config, num_devices: int, directory: P
                           f"process(es), this run has {processes}")
     if record.get("devices", num_devices) != num_devices:
         raise ConfigError(f"resume=true: {directory} was trained on {record['devices']} "
-                          f"device(s), this run has {num_devices}")
+                          f"device(s), this run has {num_devices} (on a CPU, "
+                          f"cpu_devices={record['devices']} gives it as many)")
     changed = config_differences(record["config"], config)
     if changed:
         more = f" and {len(changed) - 3} more" if len(changed) > 3 else ""

@@ -106,9 +106,9 @@ def test_compile_cache_must_be_one_directory(tmp_path):
         preflight(["-m", "+env=cartpole", "compile_cache=a,b"])
 
 
-def test_compile_cache_does_not_count_as_a_change_on_resume(make_config):
+def test_compile_cache_and_cpu_devices_do_not_count_as_changes_on_resume(make_config):
     saved = dataclasses.asdict(make_config(compile_cache="auto"))
-    assert config_differences(saved, make_config(compile_cache=None)) == []
+    assert config_differences(saved, make_config(compile_cache=None, cpu_devices=2)) == []
     assert config_differences(saved, make_config(seed=1)) == ["seed=0 -> 1"]
 
 

@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -135,6 +136,20 @@ def test_a_sweep_resumes_bit_identical(sweep_run, tmp_path):
     summaries = [{k: v for k, v in json.loads((d / "summary.json").read_text()).items()
                   if k not in TIMING} for d in (run_dir, resumed)]
     assert summaries[0] == summaries[1]
+
+
+def test_resuming_on_another_device_count_is_one_line_naming_cpu_devices(sweep_run, tmp_path):
+    """The run's device count shapes its result: resuming it on another is refused before
+    anything compiles, with the setting that gives the run its count back."""
+    run_dir = tmp_path / "run"
+    shutil.copytree(sweep_run[0], run_dir)
+    devices = json.loads((run_dir / "summary.json").read_text())["devices"]
+    other = 1 if devices > 1 else 2
+    result = run_cli(*SWEEP, f"cpu_devices={other}", "resume=true", f"hydra.run.dir={run_dir}")
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        f"purerl: error: resume=true: {run_dir} was trained on {devices} device(s), this run "
+        f"has {other} (on a CPU, cpu_devices={devices} gives it as many)")
 
 
 def test_a_hydra_sweep_with_a_diverging_job_finishes_the_others(tmp_path):
