@@ -20,6 +20,7 @@ from purerl.envs import EpisodeStatsState
 from purerl.envs.wrappers import FrameStackState
 from purerl.envs.normalization import RunningMeanStd
 from purerl.agent import Memory, make_agent
+from purerl.networks import with_policy_kernels
 from purerl.prng import draw_bits, keys_from_bits
 
 DEFAULT_MAX_STEPS = 1000  # for envs whose params have no max_steps_in_episode
@@ -130,8 +131,8 @@ def make_evaluator(config: Config, env, env_params) -> "Evaluator":
                 reward.astype(jnp.float32), done)
 
     def evaluate(params, obs_stats: RunningMeanStd, key: jax.Array) -> EvalResult:
-        return jax.vmap(play, in_axes=(None, None, None, 0))(params, obs_stats, key,
-                                                              temperatures)
+        return jax.vmap(play, in_axes=(None, None, None, 0))(with_policy_kernels(params),
+                                                              obs_stats, key, temperatures)
 
     def record(params, obs_stats: RunningMeanStd, key: jax.Array, temperature) -> Episode:
         """One episode of `max_steps` steps at most, for rendering."""
@@ -139,11 +140,13 @@ def make_evaluator(config: Config, env, env_params) -> "Evaluator":
         obs, env_state = reset_envs(reset_key[None], env_params)
         restarts = draw_restarts(reset_key[None])
 
+        step_params = with_policy_kernels(params)
+
         def step(carry, _):
             key, obs, env_state, memory = carry
             before = env_state
             key, obs, env_state, memory, reward, done = act(
-                params, obs_stats, obs, env_state, memory, temperature, key, restarts)
+                step_params, obs_stats, obs, env_state, memory, temperature, key, restarts)
             return (key, obs, env_state, memory), (unwrap_state(before), reward[0], done[0])
 
         _, (states, rewards, dones) = jax.lax.scan(

@@ -180,6 +180,12 @@ def _dense(features: int, scale: float) -> nn.Dense:
     return nn.Dense(features, kernel_init=orthogonal(scale), bias_init=nn.initializers.zeros)
 
 
+# A flax collection of one tower's kernels of a batched MLP, sliced out of its `[K, in, out]`
+# kernels ahead of a loop (`with_policy_kernels`): `MLP(x, tower)` reads them instead of slicing
+# the kernels itself, which inside a loop (the rollout's scan) XLA does at every step.
+TOWER_KERNELS = "tower_kernels"
+
+
 class MLP(nn.Module):
     """Dense layers with orthogonal init (gain sqrt 2): `[N, D] -> [N, hidden_sizes[-1]]`.
 
@@ -222,7 +228,12 @@ class MLP(nn.Module):
             if tower is None:
                 x = layer_act(jnp.einsum("knd,kdh->knh", x, kernel) + bias)
             else:
-                x = layer_act(x @ kernel[tower] + bias[tower])
+                name = f"kernel{suffix}_{tower}"
+                if self.has_variable(TOWER_KERNELS, name):  # sliced ahead: see with_policy_kernels
+                    kernel = self.get_variable(TOWER_KERNELS, name)
+                else:
+                    kernel = kernel[tower]
+                x = layer_act(x @ kernel + bias[tower])
         return x
 
 
@@ -424,10 +435,12 @@ class ActorCritic(ActorCriticBase):
         a shared trunk computes what the value head would also read)."""
         x = self._flat(obs, batch_ndim)
         if self._batched_towers:
-            head = self.towers(x, tower=0)
+            head = self.towers(x, tower=self.POLICY_TOWER)
         else:
             head = self.policy_head(self.policy_torso(x))
         return self._policy_out(head, obs.shape[:batch_ndim])
+
+    POLICY_TOWER = 0  # of the batched towers; the value's is 1
 
     def value(self, obs: jax.Array, batch_ndim: int = 1) -> jax.Array:
         """The critic alone: `[*batch, *obs_shape] -> [*batch]` (batched towers: the value
@@ -439,6 +452,19 @@ class ActorCritic(ActorCriticBase):
             torso = self.policy_torso if self.shared else self.value_torso
             value = self.value_head(torso(x))
         return value.reshape(obs.shape[:batch_ndim])
+
+
+def with_policy_kernels(variables):
+    """`variables` (flax's, `{"params": ...}`) with the policy tower's kernels of `ActorCritic`'s
+    batched towers sliced out once (`TOWER_KERNELS`), for a loop that runs the policy at every
+    step; unchanged for a network without batched towers."""
+    towers = variables["params"].get("towers")
+    if towers is None:
+        return variables
+    tower = ActorCritic.POLICY_TOWER
+    return {**variables, TOWER_KERNELS: {"towers": {
+        f"{name}_{tower}": kernel[tower] for name, kernel in towers.items()
+        if name.startswith("kernel")}}}
 
 
 def _check_convolutions_fit(net, height: int, width: int) -> None:

@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 
 from purerl.agent import Agent, Memory
-from purerl.networks import ActorCritic
+from purerl.networks import ActorCritic, with_policy_kernels
 from purerl.recurrent import RecurrentActorCritic
 from purerl.packing import batch_packer
 from purerl.parallel import cpu_backend
@@ -104,6 +104,7 @@ def rollout(agent: Agent, params, env_state, obs: jax.Array, obs_stats, env_para
     no_episodes = EpisodeSums(jnp.zeros(num_envs), jnp.zeros(num_envs, jnp.int32),
                               jnp.zeros(num_envs, jnp.int32))
     pack, unpack = batch_packer((env_state, obs, no_episodes, memory))
+    step_params = with_policy_kernels(params)  # sliced here, not at every step
 
     def step(carry, inputs):
         env_state, obs, sums, memory = unpack(carry)
@@ -114,7 +115,7 @@ def rollout(agent: Agent, params, env_state, obs: jax.Array, obs_stats, env_para
             pool = agent.draw_resets(pool_keys, env_params)
             resets = jax.tree.map(lambda x: x[pool_choice], pool)
         # Without a value here, the value tower runs after the scan, on all observations at once.
-        policy_out, value, cell_carry = agent.policy_step(params, obs_stats, obs, memory)
+        policy_out, value, cell_carry = agent.policy_step(step_params, obs_stats, obs, memory)
         action = policy.sample(policy_out, action_noise)
         next_obs, env_state, reward, terminated, truncated, info = agent.step_envs(
             env_keys, env_state, agent.spec.to_env(action), env_params, resets)

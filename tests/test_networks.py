@@ -7,8 +7,9 @@ from hydra import compose, initialize_config_dir
 
 from conftest import tiny_config
 from purerl.config import ConfigError, NetworkConfig, validate
-from purerl.networks import (ActorCritic, Conv, _orthogonal_from_normal, conv_output_size,
-                             init_params, kernel_normal_size, make_network)
+from purerl.networks import (TOWER_KERNELS, ActorCritic, Conv, _orthogonal_from_normal,
+                             conv_output_size, init_params, kernel_normal_size, make_network,
+                             with_policy_kernels)
 from purerl.spaces import ActionSpec
 from purerl.train import config_dir, load_config
 
@@ -316,3 +317,14 @@ def test_policy_and_value_methods_match_the_full_network(kwargs, obs_shape):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(net.apply(params, obs, 2, method=ActorCritic.value), value,
                                rtol=1e-5, atol=1e-6)
+    sliced = with_policy_kernels(params)
+    if not net._batched_towers:
+        assert sliced is params
+        return
+    for a, b in zip(jax.tree.leaves(net.apply(sliced, obs, 2, method=ActorCritic.policy)),
+                    jax.tree.leaves(alone)):
+        np.testing.assert_array_equal(a, b)
+    # The policy tower reads the kernels sliced ahead (a loop's) rather than slicing its own.
+    zeroed = {**sliced, TOWER_KERNELS: jax.tree.map(jnp.zeros_like, sliced[TOWER_KERNELS])}
+    logits = net.apply(zeroed, obs, 2, method=ActorCritic.policy)
+    np.testing.assert_array_equal(logits, 0.0)
