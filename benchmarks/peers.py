@@ -196,7 +196,7 @@ def cpu_devices() -> int:
     """The CPU devices the command line splits 8 seeds over here (`cpu_devices=0`)."""
     from purerl.config import auto_cpu_devices
 
-    return auto_cpu_devices([8], len(os.sched_getaffinity(0)))
+    return auto_cpu_devices([8])
 
 
 def stats(values: list) -> dict | None:
@@ -283,8 +283,8 @@ def comparisons(rows: dict) -> list[dict]:
                        for side in ("purejaxrl", "purerl")}
         lines.append(comparison(
             f"the same 8 seeds, purerl on {cpu_devices()} forced CPU devices (a device per "
-            "core, the seeds split over them: the command line's default, cpu_devices=0), PureJaxRL as "
-            "above", "steps/s",
+            "core, the seeds split over them: the command line's default, cpu_devices=0), "
+            "PureJaxRL as above", "steps/s",
             [r["sps"] for r in eight_seeds["purejaxrl"]], [r["sps"] for r in eight_seeds["purerl"]],
             "steps/s"))
         if "8seeds" in rows:  # against one seed on one device, from the 8seeds row's turns

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import itertools
 import math
+import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, NamedTuple, Optional
 
@@ -269,8 +270,12 @@ def env_devices(num_members: int, num_devices: int) -> int:
     return 1 if num_members % num_devices == 0 else num_devices
 
 
-def auto_cpu_devices(members: List[int], cores: int) -> int:
-    """The most devices, at most `cores`, that every count in `members` divides over evenly."""
+def auto_cpu_devices(members: List[int], cores: Optional[int] = None) -> int:
+    """The most devices, at most `cores` (default: the cores this process may run on), that
+    every count in `members` divides over evenly: `cpu_devices=0`'s count."""
+    if cores is None:
+        cores = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                 else os.cpu_count() or 1)
     return max(n for n in range(1, max(cores, 1) + 1) if all(m % n == 0 for m in members))
 
 

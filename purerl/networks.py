@@ -400,6 +400,8 @@ class ActorCritic(ActorCriticBase):
     same tree, drawn at once on CPU (what the trainer calls).
     """
 
+    POLICY_TOWER = 0  # of the batched towers; the value's is 1
+
     @property
     def _batched_towers(self) -> bool:
         """Separate policy and value MLPs over raw inputs run as one two-tower MLP."""
@@ -439,8 +441,6 @@ class ActorCritic(ActorCriticBase):
         else:
             head = self.policy_head(self.policy_torso(x))
         return self._policy_out(head, obs.shape[:batch_ndim])
-
-    POLICY_TOWER = 0  # of the batched towers; the value's is 1
 
     def value(self, obs: jax.Array, batch_ndim: int = 1) -> jax.Array:
         """The critic alone: `[*batch, *obs_shape] -> [*batch]` (batched towers: the value

@@ -292,9 +292,7 @@ def split_members_over_cores(configs: List[Config]) -> None:
     flags = os.environ.get("XLA_FLAGS", "")
     if FORCED_DEVICES in flags or configs[0].distributed.enabled or "jax" in sys.modules:
         return
-    cores = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-             else os.cpu_count() or 1)
-    count = settings[0] or auto_cpu_devices([c.num_members for c in configs], cores)
+    count = settings[0] or auto_cpu_devices([c.num_members for c in configs])
     if count > 1:
         os.environ["XLA_FLAGS"] = f"{flags} {FORCED_DEVICES}={count}".strip()
 
