@@ -18,9 +18,10 @@ import os
 import signal
 import sys
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional
+from typing import Any, Callable, Dict, List, Mapping, Optional
 
 import hydra
 from hydra.core.config_store import ConfigStore
@@ -386,24 +387,41 @@ def _job_failed(message: str, code: int, run_dir: Path) -> None:
 # updates, and after each chunk the events that are due (log, evaluate, checkpoint, ...).
 
 
-class Programs(NamedTuple):
-    """The compiled programs of a run."""
+class Programs:
+    """The compiled programs of a run. `init` (key -> RunnerState) and `run_chunk` ((state,
+    num) -> (state, Metrics [S, chunk]): `num` updates) are ready when `compile_programs`
+    returns; the evaluation program and PBT's generation step are first needed after a chunk,
+    so they compile in a thread while the first chunks train, and their first call waits for
+    them. `compile_s`: wall seconds the run has waited for compiles."""
 
-    init: Callable  # key -> RunnerState
-    run_chunk: Callable  # (state, num) -> (state, Metrics [S, chunk]): `num` updates
-    evaluate: Callable  # (params, obs_stats, keys [S]) -> EvalResult [S, temperatures]
-    compile_s: float  # wall seconds to build them all
-    pbt: Optional[Callable] = None  # (state, fitness [S], key) -> (state, source [S]); PBT on
+    def __init__(self, init: Callable, run_chunk: Callable, evaluate: Future,
+                 pbt: Optional[Future], compile_s: float):
+        self.init, self.run_chunk, self.compile_s = init, run_chunk, compile_s
+        self._evaluate, self._pbt = evaluate, pbt
+
+    def _ready(self, compiling: Future) -> Callable:
+        if not compiling.done():
+            start = time.perf_counter()
+            compiling.result()
+            self.compile_s += time.perf_counter() - start
+        return compiling.result()
+
+    def evaluate(self, params, obs_stats, keys):
+        """EvalResult [S, temperatures] of the members' `params` and observation statistics,
+        from their keys `[S]`."""
+        return self._ready(self._evaluate)(params, obs_stats, keys)
+
+    def pbt(self, state, fitness, key):
+        """(state, source [S]): a generation of exploit and explore (`pbt.every` > 0)."""
+        return self._ready(self._pbt)(state, fitness, key)
 
 
 def compile_programs(config: Config, program, key) -> Programs:
     """Lowers the init, chunk and evaluation programs (and PBT's generation step when
-    `pbt.every`) one after another, and compiles each in a thread of its own as soon as it is
-    lowered: XLA compiles one program (in C++, without the GIL) while Python traces the next.
-    All but init are lowered from the state's shapes and shardings: no state is made before
-    the run directory is opened."""
-    from concurrent.futures import ThreadPoolExecutor
-
+    `pbt.every`) one after another. Init and chunk compile in threads as soon as they are
+    lowered (XLA compiles without the GIL while Python lowers the next); the others compile
+    once the chunk program is compiled, while the run trains. All but init are lowered from
+    the state's shapes and shardings: no state is made before the run directory is opened."""
     import jax
     import numpy as np
 
@@ -411,29 +429,37 @@ def compile_programs(config: Config, program, key) -> Programs:
     from purerl.evaluation import make_evaluator
 
     start = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=4, thread_name_prefix="compile") as pool:
-        lowered_init = jax.jit(program.init, out_shardings=program.state_sharding).lower(key)
-        init = pool.submit(lowered_init.compile)
-        state = jax.tree.map(
-            lambda sharding, shapes: jax.tree.map(
-                lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding), shapes),
-            program.state_sharding, lowered_init.out_info)
-        run_chunk = pool.submit(jax.jit(program.run, donate_argnums=0).lower(
-            state, np.int32(program.chunk)).compile)
-        evaluator = make_evaluator(config, *make_env(config.env))
-        evaluate = pool.submit(jax.jit(jax.vmap(evaluator.evaluate)).lower(
-            state.params, state.normalizer.obs, _eval_keys(config, key)).compile)
-        pbt = None
-        if config.pbt.every:
-            from purerl.pbt import make_pbt_step
+    pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="compile")
+    lowered_init = jax.jit(program.init, out_shardings=program.state_sharding).lower(key)
+    init = pool.submit(lowered_init.compile)
+    state = jax.tree.map(
+        lambda sharding, shapes: jax.tree.map(
+            lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding), shapes),
+        program.state_sharding, lowered_init.out_info)
+    run_chunk = pool.submit(jax.jit(program.run, donate_argnums=0).lower(
+        state, np.int32(program.chunk)).compile)
 
-            fitness = jax.ShapeDtypeStruct((config.num_members,), np.float32)
-            pbt = pool.submit(jax.jit(make_pbt_step(config), donate_argnums=0,
-                                      out_shardings=(program.state_sharding, None)).lower(
-                state, fitness, jax.random.key(0)).compile)
-    # The pool has waited for every compile.
-    return Programs(init.result(), run_chunk.result(), evaluate.result(),
-                    compile_s=time.perf_counter() - start, pbt=pbt and pbt.result())
+    def after_chunk(lowered):
+        def compile_after_chunk():
+            run_chunk.result()  # the cores go first to the programs the run waits for
+            return lowered.compile()
+
+        return pool.submit(compile_after_chunk)
+
+    evaluator = make_evaluator(config, *make_env(config.env))
+    evaluate = after_chunk(jax.jit(jax.vmap(evaluator.evaluate)).lower(
+        state.params, state.normalizer.obs, _eval_keys(config, key)))
+    pbt = None
+    if config.pbt.every:
+        from purerl.pbt import make_pbt_step
+
+        fitness = jax.ShapeDtypeStruct((config.num_members,), np.float32)
+        pbt = after_chunk(jax.jit(make_pbt_step(config), donate_argnums=0,
+                                  out_shardings=(program.state_sharding, None)).lower(
+            state, fitness, jax.random.key(0)))
+    pool.shutdown(wait=False)  # its threads finish what was submitted
+    return Programs(init.result(), run_chunk.result(), evaluate, pbt,
+                    compile_s=time.perf_counter() - start)
 
 
 def _eval_keys(config: Config, key):

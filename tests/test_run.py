@@ -255,3 +255,27 @@ def test_nan_guard_stops_and_keeps_the_good_part(tmp_path):
     assert update == (bad_update - 1) // 5 * 5 and f"checkpoints/{update}" in line
     assert all(np.isfinite(np.asarray(x)).all() for x in jax.tree.leaves(state.params))
     assert json.loads((tmp_path / "summary.json").read_text())["status"] == "nonfinite"
+
+
+def test_programs_compiling_meanwhile_add_their_wait_to_compile_s():
+    """The evaluation program compiles while the run trains: its first call waits for it and
+    adds that wait to `compile_s`; a compile that failed raises there."""
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+    from purerl.train import Programs
+
+    def compile_slowly():
+        time.sleep(0.3)
+        return lambda *args: sum(args)
+
+    with ThreadPoolExecutor(1) as pool:
+        compiling, failed = pool.submit(compile_slowly), Future()
+        failed.set_exception(RuntimeError("XLA said no"))
+        programs = Programs(None, None, compiling, failed, compile_s=1.0)
+        assert programs.evaluate(1, 2, 3) == 6
+        assert 1.2 <= programs.compile_s < 6.0
+        assert programs.evaluate(1, 2, 4) == 7  # compiled: no more waiting
+        waited = programs.compile_s
+        with pytest.raises(RuntimeError, match="XLA said no"):
+            programs.pbt(None, None, None)
+        assert programs.compile_s == pytest.approx(waited)
