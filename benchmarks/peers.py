@@ -26,8 +26,9 @@ Rows (--rows; all by default), each measured --repeats times with the two sides 
   `python -m purerl.train +env=cartpole` into an empty compile cache (cold), then of a second
   run of the same shapes (`seed=1`, the same cache: warm), against `python ppo.py` in the
   checkout's purejaxrl/ (its own `__main__`, which prints every episode's return through a
-  callback). Also purerl's `compile_s` from summary.json (its init, update-chunk and eval
-  programs) and, in processes of their own, each side's imports.
+  callback). Also purerl's `compile_s` from summary.json (what the run waited for: its init
+  and update-chunk programs; the eval program compiles while it trains) and, in processes of
+  their own, each side's imports.
 - 4envs, 1024envs, 8seeds: `peer_driver.py` in a subprocess per side and turn (run by
   purerl's Python and by --peer-python) times the compile of the whole-run program
   `jax.jit(make_train(...)).lower(key).compile()` apart from one run of it: 4 envs x 5e5 steps;
@@ -247,8 +248,9 @@ def comparisons(rows: dict) -> list[dict]:
             comparison("imports, in a process of their own (purerl: the CLI's modules; "
                        "PureJaxRL: `import ppo`)", "s", [t["purejaxrl_imports_s"] for t in process],
                        [t["purerl_imports_s"] for t in process], "time"),
-            comparison("compile: purerl the CLI's init + chunk + eval programs (summary.json), "
-                       "cache empty; PureJaxRL its whole-run program (4envs row)", "s",
+            comparison("compile: purerl what the CLI waits for, init + chunk programs "
+                       "(summary.json's compile_s; eval compiles while it trains), cache empty; "
+                       "PureJaxRL its whole-run program (4envs row)", "s",
                        peer_compile, [r["compile_s"] for r in cold], "time", paired=False),
             comparison("the same, purerl's CLI with the cache warm", "s",
                        peer_compile, [r["compile_s"] for r in warm], "time", paired=False),
