@@ -84,6 +84,7 @@ def evaluate_run(args: EvaluateArgs) -> Dict[str, Dict[str, float]]:
     from purerl.checkpoint import restore_run
     from purerl.envs import make_env
     from purerl.evaluation import make_evaluator, with_evaluation
+    from purerl.parallel import map_seeds
     from purerl.sweep import is_sweep, point_label
     from purerl.trained import checked_member
 
@@ -106,7 +107,7 @@ def evaluate_run(args: EvaluateArgs) -> Dict[str, Dict[str, float]]:
     env, env_params = make_env(config.env)
     evaluator = make_evaluator(config, env, env_params)
     eval_key = jax.random.key(args.seed)
-    result = jax.jit(jax.vmap(evaluator.evaluate))(
+    result = jax.jit(map_seeds(evaluator.evaluate, members))(
         state.params, state.normalizer.obs, jax.random.split(eval_key, members))
     returns, lengths = np.asarray(result.episode_return), np.asarray(result.episode_length)
     table = {str(float(t)): {"return": float(returns[:, i].mean()),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import atexit
 import difflib
+import gc
 import importlib.util
 import json
 import logging
@@ -427,6 +428,7 @@ def compile_programs(config: Config, program, key) -> Programs:
 
     from purerl.envs import make_env
     from purerl.evaluation import make_evaluator
+    from purerl.parallel import map_seeds
 
     start = time.perf_counter()
     pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="compile")
@@ -447,7 +449,7 @@ def compile_programs(config: Config, program, key) -> Programs:
         return pool.submit(compile_after_chunk)
 
     evaluator = make_evaluator(config, *make_env(config.env))
-    evaluate = after_chunk(jax.jit(jax.vmap(evaluator.evaluate)).lower(
+    evaluate = after_chunk(jax.jit(map_seeds(evaluator.evaluate, config.num_members)).lower(
         state.params, state.normalizer.obs, _eval_keys(config, key)))
     pbt = None
     if config.pbt.every:
@@ -917,6 +919,7 @@ def run(config: Config, run_dir: Path) -> Dict:
              config.batch_size)
 
     programs = compile_programs(config, program, key)
+    gc.enable()  # off from the command line's start until now: see main
     log.info("compiled in %.1f s", programs.compile_s)
     best = Checkpoints(run_dir / CHECKPOINTS / BEST, keep=1) if config.checkpoint.best else None
     active = Run(config, run_dir, programs, program.num_devices, key, checkpoints, best)
@@ -1040,6 +1043,11 @@ def _hydra_main(cfg: DictConfig) -> Optional[float]:
 
 
 def main() -> None:
+    # Python's cyclic garbage collector is off until the first job's programs are compiled:
+    # the start (imports, configuration, tracing and lowering) makes some 250,000 objects
+    # that live as long as the run, and every full collection scans them all (0.1-0.2 s each
+    # on a 2-core CPU, several of them while JAX imports and traces).
+    gc.disable()
     try:
         preflight(sys.argv[1:])
         sys.argv[1:] = normalize_argv(sys.argv[1:]) + _quiet_hydra_beside_process_0()
