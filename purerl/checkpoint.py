@@ -25,7 +25,8 @@ RESUMABLE_CHANGES = ("log_every", "log", "eval", "checkpoint", "resume", "init_f
                      "compile_cache", "cpu_devices", "distributed")  # (the device count: apart)
 
 
-def _orbax():
+def import_orbax():
+    """orbax.checkpoint, imported at its first use (it takes a while)."""
     import orbax.checkpoint as ocp
 
     return ocp
@@ -43,7 +44,7 @@ class Checkpoints:
     def _manager(self):
         """Orbax's manager of the directory, made (and the directory created) on first use."""
         if self._orbax_manager is None:
-            ocp = _orbax()
+            ocp = import_orbax()
             options = ocp.CheckpointManagerOptions(max_to_keep=self._keep, create=True,
                                                    enable_async_checkpointing=False)
             self._orbax_manager = ocp.CheckpointManager(self.directory, options=options)
@@ -51,7 +52,7 @@ class Checkpoints:
 
     def save(self, update: int, state: Any, record: Dict) -> None:
         """Writes `state` and `record` as the checkpoint of `update` (again, if it exists)."""
-        ocp = _orbax()
+        ocp = import_orbax()
         if update in self._manager.all_steps():
             self._manager.delete(update)
         saved = self._manager.save(update, force=True, args=ocp.args.Composite(
@@ -77,7 +78,7 @@ class Checkpoints:
     def restore(self, update: int, like: Any) -> Tuple[Any, Dict]:
         """(state, record) of `update`; `like` is a state (or its abstract shapes and
         shardings) with the structure to restore into."""
-        ocp = _orbax()
+        ocp = import_orbax()
         abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, like)
         try:
             restored = self._manager.restore(update, args=ocp.args.Composite(
@@ -92,7 +93,7 @@ class Checkpoints:
         return restored["state"], restored["record"]
 
     def restore_record(self, update: int) -> Dict:
-        ocp = _orbax()
+        ocp = import_orbax()
         return self._manager.restore(update, args=ocp.args.Composite(
             record=ocp.args.JsonRestore()))["record"]
 

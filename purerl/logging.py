@@ -3,6 +3,7 @@ TensorBoard scalars, and learning-curve plots."""
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import json
 import math
@@ -181,6 +182,17 @@ def progress_line(row: Dict, num_updates: int, sps: float) -> str:
 def _is_number(value) -> bool:
     """An int/float (numpy scalars and bools included) that is finite."""
     return isinstance(value, (int, float, np.integer, np.floating)) and math.isfinite(value)
+
+
+def import_libraries(log_config) -> None:
+    """Imports the libraries that the sinks of `log_config` (a `LogConfig`) and the plots
+    write with, ahead of their first use: matplotlib, tensorboardX when `tensorboard`, wandb
+    when `wandb`."""
+    names = ["matplotlib.figure", "matplotlib.backends.backend_agg"]
+    names += ["tensorboardX.event_file_writer"] if log_config.tensorboard else []
+    names += ["wandb"] if log_config.wandb else []
+    for name in names:
+        importlib.import_module(name)
 
 
 class TensorBoardSink:

@@ -279,3 +279,29 @@ def test_programs_compiling_meanwhile_add_their_wait_to_compile_s():
         with pytest.raises(RuntimeError, match="XLA said no"):
             programs.pbt(None, None, None)
         assert programs.compile_s == pytest.approx(waited)
+
+
+def test_compile_s_is_the_compiles_not_what_ran_meanwhile():
+    """What runs while init and chunk compile (the sinks' imports) is not compile time: with
+    `meanwhile` outlasting every compile by a second, `compile_s` ends before it."""
+    import threading
+
+    from conftest import tiny_config
+
+    from purerl.program import make_program
+    from purerl.train import compile_programs
+
+    def meanwhile():
+        while any(t.name.startswith("compile") for t in threading.enumerate()):
+            time.sleep(0.02)
+        time.sleep(1.0)
+
+    config = tiny_config()
+    program = make_program(config, chunk=2)
+    key = jax.random.key(0)
+    start = time.perf_counter()
+    programs = compile_programs(config, program, key, meanwhile=meanwhile)
+    elapsed = time.perf_counter() - start
+    assert 0 < programs.compile_s <= elapsed - 1.0
+    state, metrics = programs.run_chunk(programs.init(key), np.int32(2))
+    assert int(state.update[0]) == 2 and metrics.policy_loss.shape == (1, 2)
