@@ -22,7 +22,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Mapping, Optional
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 import hydra
 from hydra.core.config_store import ConfigStore
@@ -437,24 +437,17 @@ def compile_programs(config: Config, program, key,
     start = time.perf_counter()
     pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="compile")
 
-    def compiled_at(lowered):  # the executable and when it was ready
-        return lowered.compile(), time.perf_counter()
-
     lowered_init = jax.jit(program.init, out_shardings=program.state_sharding).lower(key)
-    init = pool.submit(compiled_at, lowered_init)
+    compiling_init = pool.submit(_compiled_at, lowered_init)
     state = jax.tree.map(
         lambda sharding, shapes: jax.tree.map(
             lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding), shapes),
         program.state_sharding, lowered_init.out_info)
-    run_chunk = pool.submit(compiled_at, jax.jit(program.run, donate_argnums=0).lower(
+    compiling_chunk = pool.submit(_compiled_at, jax.jit(program.run, donate_argnums=0).lower(
         state, np.int32(program.chunk)))
 
     def after_chunk(lowered):
-        def compile_after_chunk():
-            run_chunk.result()  # the cores go first to the programs the run waits for
-            return lowered.compile()
-
-        return pool.submit(compile_after_chunk)
+        return pool.submit(_compile_after, compiling_chunk, lowered)
 
     evaluator = make_evaluator(config, *make_env(config.env))
     evaluate = after_chunk(jax.jit(map_seeds(evaluator.evaluate, config.num_members)).lower(
@@ -470,9 +463,22 @@ def compile_programs(config: Config, program, key,
     pool.shutdown(wait=False)  # its threads finish what was submitted
     lowered = time.perf_counter()
     meanwhile()
-    (init, init_ready), (run_chunk, chunk_ready) = init.result(), run_chunk.result()
+    init, init_ready = compiling_init.result()
+    run_chunk, chunk_ready = compiling_chunk.result()
     return Programs(init, run_chunk, evaluate, pbt,
                     compile_s=max(lowered, init_ready, chunk_ready) - start)
+
+
+def _compiled_at(lowered) -> Tuple[Callable, float]:
+    """`lowered`'s executable, and when it was ready (`time.perf_counter()`)."""
+    return lowered.compile(), time.perf_counter()
+
+
+def _compile_after(first: Future, lowered) -> Callable:
+    """`lowered`'s executable, compiled once `first` is done: the cores go first to the
+    programs the run waits for."""
+    first.result()
+    return lowered.compile()
 
 
 def _import_writers(config: Config) -> None:

@@ -281,6 +281,41 @@ def test_programs_compiling_meanwhile_add_their_wait_to_compile_s():
         assert programs.compile_s == pytest.approx(waited)
 
 
+def test_evaluation_compiles_after_compile_programs_returned(monkeypatch):
+    """The evaluation program's compile may start only after `compile_programs` returned (a
+    warm cache makes init and chunk quick): it still compiles, after the chunk program. Its
+    thread is held here until then (it once read the chunk's future after the return had
+    rebound that name to the executable)."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from conftest import tiny_config
+
+    import purerl.train as train
+    from purerl.program import make_program
+
+    released = threading.Event()
+
+    class HoldingLaterTasks(ThreadPoolExecutor):
+        """Runs init's and the chunk's compiles at once, the later ones after `released`."""
+
+        def submit(self, fn, *args):
+            self.submitted = getattr(self, "submitted", 0) + 1
+            if self.submitted <= 2:
+                return super().submit(fn, *args)
+            return super().submit(lambda: released.wait() and fn(*args))
+
+    monkeypatch.setattr(train, "ThreadPoolExecutor", HoldingLaterTasks)
+    config = tiny_config()
+    program = make_program(config, chunk=2)
+    key = jax.random.key(0)
+    programs = train.compile_programs(config, program, key)
+    released.set()
+    state = programs.init(key)
+    result = programs.evaluate(state.params, state.normalizer.obs, train._eval_keys(config, key))
+    assert np.isfinite(np.asarray(jax.tree.leaves(result)[0])).all()
+
+
 def test_compile_s_is_the_compiles_not_what_ran_meanwhile():
     """What runs while init and chunk compile (the sinks' imports) is not compile time: with
     `meanwhile` outlasting every compile by a second, `compile_s` ends before it."""
