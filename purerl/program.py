@@ -25,8 +25,10 @@ from purerl.schedules import member_hyperparams
 class Program(NamedTuple):
     """The jittable functions of one configured run, mapped over seeds and devices.
 
-    init(key) -> RunnerState with leaves `[S, ...]` (S = num_members: sweep grid points x seeds;
-        env leaves `[S, B, ...]`).
+    init(key, hparams=None) -> RunnerState with leaves `[S, ...]` (S = num_members: sweep grid
+        points x seeds; env leaves `[S, B, ...]`). `hparams`: the members' base
+        hyperparameters (`schedules.member_hyperparams`, leaves `[S]`; default: the config's),
+        given as an argument, no program depends on their values.
     run(state, num) -> (state, Metrics `[S, chunk]`): `num <= chunk` updates; rows past `num`
         are zeros.
     train(key) -> (RunnerState, Metrics `[S, num_updates]`): the whole run, init and all updates.
@@ -35,7 +37,7 @@ class Program(NamedTuple):
         before init is compiled.
     """
 
-    init: Callable[[jax.Array], RunnerState]
+    init: Callable[..., RunnerState]
     run: Callable[[RunnerState, jax.Array], Tuple[RunnerState, Metrics]]
     train: Callable[[jax.Array], Tuple[RunnerState, Metrics]]
     chunk: int
@@ -69,8 +71,8 @@ def make_program(config: Config, chunk: Optional[int] = None) -> Program:
         points = num_seeds // config.num_seeds
         return keys if points == 1 else jnp.tile(keys, points)
 
-    def seed_hparams():
-        return member_hyperparams(config)
+    def seed_hparams(hparams=None):
+        return member_hyperparams(config) if hparams is None else hparams
 
     update = jax.jit(ppo.update)  # traced once: for the metrics' shapes and in the loop
 
@@ -111,7 +113,7 @@ def make_program(config: Config, chunk: Optional[int] = None) -> Program:
                 in_specs=(state_spec, P()), out_specs=(state_spec, seeds))
     train = shard(train_seeds, in_specs=(seeds, seeds), out_specs=(state_spec, seeds))
     return Program(
-        init=lambda key: init(seed_keys(key), seed_hparams()),
+        init=lambda key, hparams=None: init(seed_keys(key), seed_hparams(hparams)),
         run=run,
         train=lambda key: train(seed_keys(key), seed_hparams()),
         chunk=chunk,

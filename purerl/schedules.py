@@ -8,6 +8,7 @@ by a factor of the run's progress (update / num_updates), evaluated inside jit.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import NamedTuple
 
 import jax
@@ -33,6 +34,15 @@ def hyperparams_from_config(config: Config) -> HyperParams:
     values = {name: getattr(ppo, name) for name in HyperParams._fields if name != "target_kl"}
     return HyperParams(**{k: jnp.float32(v) for k, v in values.items()},
                        target_kl=jnp.float32(target_kl))
+
+
+def program_settings(config: Config) -> Config:
+    """`config` without what only the programs' arguments carry: the seed (the key) and the
+    base hyperparameters' values (`HyperParams`), zeroed; target-KL stopping stays on or off.
+    Two configs with equal program settings build the same programs."""
+    values = {name: 0.0 for name in HyperParams._fields}
+    values["target_kl"] = None if config.ppo.target_kl is None else 0.0
+    return replace(config, seed=0, ppo=replace(config.ppo, **values))
 
 
 def member_hyperparams(config: Config) -> HyperParams:

@@ -389,7 +389,7 @@ def _job_failed(message: str, code: int, run_dir: Path) -> None:
 
 
 class Programs:
-    """The compiled programs of a run. `init` (key -> RunnerState) and `run_chunk` ((state,
+    """The compiled programs of a run. `init` ((key, hparams) -> RunnerState) and `run_chunk` ((state,
     num) -> (state, Metrics [S, chunk]): `num` updates) are ready when `compile_programs`
     returns; the evaluation program and PBT's generation step are first needed after a chunk,
     so they compile in a thread while the first chunks train, and their first call waits for
@@ -407,6 +407,10 @@ class Programs:
             compiling.result()
             self.compile_s += time.perf_counter() - start
         return compiling.result()
+
+    def reused(self) -> "Programs":
+        """The same programs for another run, none of whose time went to compiling them."""
+        return Programs(self.init, self.run_chunk, self._evaluate, self._pbt, compile_s=0.0)
 
     def evaluate(self, params, obs_stats, keys):
         """EvalResult [S, temperatures] of the members' `params` and observation statistics,
@@ -433,11 +437,13 @@ def compile_programs(config: Config, program, key,
     from purerl.envs import make_env
     from purerl.evaluation import make_evaluator
     from purerl.parallel import map_seeds
+    from purerl.schedules import member_hyperparams
 
     start = time.perf_counter()
     pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="compile")
 
-    lowered_init = jax.jit(program.init, out_shardings=program.state_sharding).lower(key)
+    lowered_init = jax.jit(program.init, out_shardings=program.state_sharding).lower(
+        key, member_hyperparams(config))
     compiling_init = pool.submit(_compiled_at, lowered_init)
     state = jax.tree.map(
         lambda sharding, shapes: jax.tree.map(
@@ -479,6 +485,28 @@ def _compile_after(first: Future, lowered) -> Callable:
     programs the run waits for."""
     first.result()
     return lowered.compile()
+
+
+# The previous job's programs, under its program settings (see _programs_for).
+_PREVIOUS_PROGRAMS: Dict[str, Programs] = {}
+
+
+def _programs_for(config: Config, program, key) -> Programs:
+    """The run's programs: the previous job's when a sweep's (Hydra's -m) jobs differ only in
+    what the programs take as arguments, the seed and the hyperparameters' values
+    (`schedules.program_settings`; `compile_s` 0); else compiled, the libraries the run's files
+    are written with imported meanwhile."""
+    from purerl.schedules import program_settings
+
+    settings = repr(program_settings(config))
+    if settings in _PREVIOUS_PROGRAMS:
+        log.info("the previous job's programs: only the seed or hyperparameters differ")
+        return _PREVIOUS_PROGRAMS[settings].reused()
+    programs = compile_programs(config, program, key, meanwhile=lambda: _import_writers(config))
+    log.info("compiled in %.1f s", programs.compile_s)
+    _PREVIOUS_PROGRAMS.clear()
+    _PREVIOUS_PROGRAMS[settings] = programs
+    return programs
 
 
 def _import_writers(config: Config) -> None:
@@ -605,8 +633,9 @@ def _open_or_resume(run: Run, resume_from: Optional[int], init_params) -> None:
 
     from purerl import logging as sinks
     from purerl.distributed import writes_files
+    from purerl.schedules import member_hyperparams
 
-    run.state = run.programs.init(run.key)
+    run.state = run.programs.init(run.key, member_hyperparams(run.config))
     run.history = sinks.RunHistory(run.config.num_members)
     if resume_from is not None:
         run.state, saved = run.checkpoints.restore(resume_from, run.state)
@@ -947,10 +976,8 @@ def run(config: Config, run_dir: Path) -> Dict:
              config.num_seeds, config.env.num_envs, program.num_devices, num_updates,
              config.batch_size)
 
-    # The libraries the run's files are written with are imported while XLA compiles.
-    programs = compile_programs(config, program, key, meanwhile=lambda: _import_writers(config))
+    programs = _programs_for(config, program, key)
     gc.enable()  # off from the command line's start until now: see main
-    log.info("compiled in %.1f s", programs.compile_s)
     best = Checkpoints(run_dir / CHECKPOINTS / BEST, keep=1) if config.checkpoint.best else None
     active = Run(config, run_dir, programs, program.num_devices, key, checkpoints, best)
     try:

@@ -18,6 +18,7 @@ from test_logging import PNG_MAGIC, read_events, read_scalars
 
 from purerl.checkpoint import CHECKPOINTS, Checkpoints, restore_run
 from purerl.config import ConfigError
+from purerl.schedules import member_hyperparams
 
 # 4 envs x 32 steps = 128 env steps per update.
 TINY = ["+env=cartpole", "ppo.num_steps=32", "ppo.num_epochs=2", "ppo.num_minibatches=2",
@@ -311,7 +312,7 @@ def test_evaluation_compiles_after_compile_programs_returned(monkeypatch):
     key = jax.random.key(0)
     programs = train.compile_programs(config, program, key)
     released.set()
-    state = programs.init(key)
+    state = programs.init(key, member_hyperparams(config))
     result = programs.evaluate(state.params, state.normalizer.obs, train._eval_keys(config, key))
     assert np.isfinite(np.asarray(jax.tree.leaves(result)[0])).all()
 
@@ -338,5 +339,6 @@ def test_compile_s_is_the_compiles_not_what_ran_meanwhile():
     programs = compile_programs(config, program, key, meanwhile=meanwhile)
     elapsed = time.perf_counter() - start
     assert 0 < programs.compile_s <= elapsed - 1.0
-    state, metrics = programs.run_chunk(programs.init(key), np.int32(2))
+    state, metrics = programs.run_chunk(programs.init(key, member_hyperparams(config)),
+                                        np.int32(2))
     assert int(state.update[0]) == 2 and metrics.policy_loss.shape == (1, 2)

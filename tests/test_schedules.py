@@ -1,10 +1,18 @@
 import math
 
+import jax
 import jax.numpy as jnp
 import pytest
+from conftest import tiny_config
 
 from purerl.config import ScheduleConfig
-from purerl.schedules import hyperparams_from_config, schedule_factor, scheduled_hyperparams
+from purerl.schedules import (
+    hyperparams_from_config,
+    member_hyperparams,
+    program_settings,
+    schedule_factor,
+    scheduled_hyperparams,
+)
 
 
 @pytest.mark.parametrize("schedule, progress, expected", [
@@ -34,3 +42,30 @@ def test_anneal_lr_and_scheduled_hyperparams(make_config):
     assert float(hp.lr) == pytest.approx(2.5e-4 * 0.75)
     assert float(hp.ent_coef) == pytest.approx(0.01 * 0.5 * (1 + math.cos(math.pi * 0.25)))
     assert float(hp.gamma) == pytest.approx(0.99)
+
+
+def _lowered_programs(config):
+    """The lowered text of `config`'s init (its hyperparameters an argument) and chunk."""
+    import numpy as np
+
+    from purerl.program import make_program
+
+    program, key = make_program(config, chunk=2), jax.random.key(config.seed)
+    hparams = member_hyperparams(config)
+    state = jax.eval_shape(program.init, key, hparams)
+    return [jax.jit(program.init).lower(key, hparams).as_text(),
+            jax.jit(program.run).lower(state, np.int32(2)).as_text()]
+
+
+def test_programs_take_the_seed_and_hyperparameters_as_arguments():
+    """Configs that differ in the seed and every base hyperparameter's value (target-KL
+    stopping on in both) have equal program settings and lower to the same init and chunk
+    programs, which a sweep's jobs may therefore share; other settings tell them apart."""
+    base = tiny_config(**{"ppo.target_kl": 0.02})
+    other = tiny_config(seed=7, **{"ppo.lr": 1e-3, "ppo.ent_coef": 0.05, "ppo.clip_eps": 0.3,
+                                   "ppo.vf_coef": 1.0, "ppo.gamma": 0.9, "ppo.gae_lambda": 0.8,
+                                   "ppo.max_grad_norm": 1.0, "ppo.target_kl": 0.05})
+    assert program_settings(base) == program_settings(other)
+    assert _lowered_programs(base) == _lowered_programs(other)
+    assert program_settings(tiny_config()) != program_settings(base)  # target-KL off
+    assert program_settings(tiny_config(**{"env.num_envs": 8})) != program_settings(tiny_config())
