@@ -137,6 +137,7 @@ def render_gif(env, env_params, episode, path: Path) -> None:
     """Draws a recorded episode (host arrays) with gymnax's Visualizer, up to its end."""
     os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
     os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # no display: else SDL complains per frame
     import matplotlib
 
     matplotlib.use("Agg")

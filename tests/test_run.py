@@ -108,6 +108,7 @@ def test_evaluate_cli_prints_a_table_and_renders(trained_run):
     assert [row[0].strip() for row in table] == ["temperature", "0.5", "0.0"]
     assert all(0 < float(row[1]) <= 5 and float(row[3]) <= 5 for row in table[1:])
     assert (trained_run / "episode_T0.5.gif").read_bytes()[:6] == b"GIF89a"
+    assert "error" not in result.stderr  # SDL wanted a display for each frame it drew
     best = subprocess.run([sys.executable, "-m", "purerl.evaluate", f"run={trained_run}",
                            "checkpoint=best", "episodes=2"], cwd=REPO, capture_output=True,
                           text=True, timeout=600)
