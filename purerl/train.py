@@ -19,6 +19,7 @@ import os
 import signal
 import sys
 import time
+from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
@@ -487,25 +488,29 @@ def _compile_after(first: Future, lowered) -> Callable:
     return lowered.compile()
 
 
-# The previous job's programs, under its program settings (see _programs_for).
-_PREVIOUS_PROGRAMS: Dict[str, Programs] = {}
+# The programs of this process's last jobs, by program settings, the latest last (see
+# _programs_for); at most KEPT_PROGRAMS of them.
+_COMPILED: "OrderedDict[str, Programs]" = OrderedDict()
+KEPT_PROGRAMS = 4
 
 
 def _programs_for(config: Config, program, key) -> Programs:
-    """The run's programs: the previous job's when a sweep's (Hydra's -m) jobs differ only in
+    """The run's programs: an earlier job's when a sweep's (Hydra's -m) jobs differ only in
     what the programs take as arguments, the seed and the hyperparameters' values
     (`schedules.program_settings`; `compile_s` 0); else compiled, the libraries the run's files
     are written with imported meanwhile."""
     from purerl.schedules import program_settings
 
     settings = repr(program_settings(config))
-    if settings in _PREVIOUS_PROGRAMS:
-        log.info("the previous job's programs: only the seed or hyperparameters differ")
-        return _PREVIOUS_PROGRAMS[settings].reused()
+    if settings in _COMPILED:
+        _COMPILED.move_to_end(settings)
+        log.info("an earlier job's programs: only the seed or hyperparameters differ")
+        return _COMPILED[settings].reused()
     programs = compile_programs(config, program, key, meanwhile=lambda: _import_writers(config))
     log.info("compiled in %.1f s", programs.compile_s)
-    _PREVIOUS_PROGRAMS.clear()
-    _PREVIOUS_PROGRAMS[settings] = programs
+    _COMPILED[settings] = programs
+    if len(_COMPILED) > KEPT_PROGRAMS:
+        _COMPILED.popitem(last=False)
     return programs
 
 

@@ -131,20 +131,24 @@ def test_smoke_run_writes_metrics_and_summary(cli, tmp_path):
 
 
 def test_custom_env_factory_and_multirun(cli, tmp_path):
-    """A sweep's later jobs, which differ only in the seed and the learning rate, run the
-    first job's programs (compile_s 0) and write what a run of their settings alone writes."""
+    """A sweep's jobs that differ from an earlier one only in the seed and the learning rate
+    run its programs (compile_s 0) and write what a run of their settings alone writes; the
+    two env counts compile once each."""
     env = ["+env=gymnax", "env.name=custom_envs:make_short_chain", *TINY]
-    result = cli("-m", *env, "seed=0,1", "ppo.lr=1e-3,2e-3", f"hydra.sweep.dir={tmp_path}")
+    result = cli("-m", *env, "seed=0,1", "env.num_envs=4,8", "ppo.lr=1e-3,2e-3",
+                 f"hydra.sweep.dir={tmp_path}")
     assert result.returncode == 0, result.stderr
-    jobs = ["0", "1", "2", "3"]  # (seed, lr): (0, 1e-3), (0, 2e-3), (1, 1e-3), (1, 2e-3)
+    jobs = [str(job) for job in range(8)]  # (seed, num_envs, lr), lr changing fastest
     summaries = [json.loads((tmp_path / job / "summary.json").read_text()) for job in jobs]
-    assert [s["env"] for s in summaries] == ["custom_envs:make_short_chain"] * 4
+    assert [s["env"] for s in summaries] == ["custom_envs:make_short_chain"] * 8
     assert summaries[0]["final_return_per_seed"] != [] and summaries[0]["env_steps"] == 1024
-    assert summaries[0]["compile_s"] > 0 and [s["compile_s"] for s in summaries[1:]] == [0] * 3
-    alone = cli(*env, "seed=1", "ppo.lr=2e-3", f"hydra.run.dir={tmp_path / 'alone'}")
+    compiled = [job for job, s in enumerate(summaries) if s["compile_s"] > 0]
+    assert compiled == [0, 2]  # job 4 runs job 0's programs, though job 3 ran others
+    alone = cli(*env, "seed=1", "env.num_envs=4", "ppo.lr=2e-3",
+                f"hydra.run.dir={tmp_path / 'alone'}")
     assert alone.returncode == 0, alone.stderr
     metrics = [(tmp_path / run / "metrics.jsonl").read_text() for run in [*jobs, "alone"]]
-    assert metrics[3] == metrics[4] and len(set(metrics[:4])) == 4
+    assert metrics[5] == metrics[8] and len(set(metrics[:8])) == 8
 
 
 def test_cartpole_default_preset_learns(cli, tmp_path):
