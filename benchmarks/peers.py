@@ -248,9 +248,10 @@ def comparisons(rows: dict) -> list[dict]:
             comparison("imports, in a process of their own (purerl: the CLI's modules; "
                        "PureJaxRL: `import ppo`)", "s", [t["purejaxrl_imports_s"] for t in process],
                        [t["purerl_imports_s"] for t in process], "time"),
-            comparison("compile: purerl what the CLI waits for, init + chunk programs "
-                       "(summary.json's compile_s; eval compiles while it trains), cache empty; "
-                       "PureJaxRL its whole-run program (4envs row)", "s",
+            comparison("compile: purerl what the CLI waits for, init + chunk programs, while "
+                       "its files' libraries import (summary.json's compile_s; eval compiles "
+                       "while it trains), cache empty; PureJaxRL its whole-run program (4envs "
+                       "row)", "s",
                        peer_compile, [r["compile_s"] for r in cold], "time", paired=False),
             comparison("the same, purerl's CLI with the cache warm", "s",
                        peer_compile, [r["compile_s"] for r in warm], "time", paired=False),
