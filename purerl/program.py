@@ -28,7 +28,7 @@ class Program(NamedTuple):
     init(key, hparams=None) -> RunnerState with leaves `[S, ...]` (S = num_members: sweep grid
         points x seeds; env leaves `[S, B, ...]`). `hparams`: the members' base
         hyperparameters (`schedules.member_hyperparams`, leaves `[S]`; default: the config's),
-        given as an argument, no program depends on their values.
+        an argument so that no program depends on their values.
     run(state, num) -> (state, Metrics `[S, chunk]`): `num <= chunk` updates; rows past `num`
         are zeros.
     train(key) -> (RunnerState, Metrics `[S, num_updates]`): the whole run, init and all updates.

@@ -390,12 +390,12 @@ def _job_failed(message: str, code: int, run_dir: Path) -> None:
 
 
 class Programs:
-    """The compiled programs of a run. `init` ((key, hparams) -> RunnerState) and `run_chunk` ((state,
-    num) -> (state, Metrics [S, chunk]): `num` updates) are ready when `compile_programs`
-    returns; the evaluation program and PBT's generation step are first needed after a chunk,
-    so they compile in a thread while the first chunks train, and their first call waits for
-    them. `compile_s`: seconds until init and chunk were compiled, plus the waits for the
-    others."""
+    """The compiled programs of a run. `init` ((key, hparams) -> RunnerState) and `run_chunk`
+    ((state, num) -> (state, Metrics [S, chunk]): `num` updates) are ready when
+    `compile_programs` returns; the evaluation program and PBT's generation step are first
+    needed after a chunk, so they compile in a thread while the first chunks train, and their
+    first call waits for them. `compile_s`: seconds until init and chunk were compiled, plus
+    the waits for the others."""
 
     def __init__(self, init: Callable, run_chunk: Callable, evaluate: Future,
                  pbt: Optional[Future], compile_s: float):
