@@ -301,8 +301,10 @@ def test_evaluation_compiles_after_compile_programs_returned(monkeypatch):
     class HoldingLaterTasks(ThreadPoolExecutor):
         """Runs init's and the chunk's compiles at once, the later ones after `released`."""
 
+        submitted = 0
+
         def submit(self, fn, *args):
-            self.submitted = getattr(self, "submitted", 0) + 1
+            self.submitted += 1
             if self.submitted <= 2:
                 return super().submit(fn, *args)
             return super().submit(lambda: released.wait() and fn(*args))
@@ -311,8 +313,10 @@ def test_evaluation_compiles_after_compile_programs_returned(monkeypatch):
     config = tiny_config()
     program = make_program(config, chunk=2)
     key = jax.random.key(0)
-    programs = train.compile_programs(config, program, key)
-    released.set()
+    try:
+        programs = train.compile_programs(config, program, key)
+    finally:
+        released.set()  # a held thread would keep the test process from exiting
     state = programs.init(key, member_hyperparams(config))
     result = programs.evaluate(state.params, state.normalizer.obs, train._eval_keys(config, key))
     assert np.isfinite(np.asarray(jax.tree.leaves(result)[0])).all()
