@@ -701,6 +701,7 @@ class Chunk:
     stop_requested: bool  # Ctrl-C came: read once, so that the save and the stop agree
     nonfinite: int  # the NaN guard's bits of the first bad update; 0 when all were good
     evaluated: bool = False  # the evaluation event ran after it
+    failed: bool = False  # an event raised after it: what trained is kept, then it re-raises
 
 
 def _run_chunk(run: Run, num: int, stop: _StopRequest) -> Chunk:
@@ -738,9 +739,11 @@ def _due(every: int, done: int, num_updates: int) -> bool:
 
 class Event:
     """Something done between chunks when `due`. A periodic event (`every` > 0) also ends
-    chunks on its updates. Events run in order; once one stops the run, the rest wait."""
+    chunks on its updates. Events run in order; once one stops the run, the rest wait. When
+    one raises, those after it that keep what trained (`keeps_work`) still run."""
 
     every = 0
+    keeps_work = False
 
     def due(self, run: Run, chunk: Chunk) -> bool:
         """Whether to handle the chunk that just ended (`run.done` is its last update)."""
@@ -788,6 +791,8 @@ class Evaluate(Event):
 
 class Log(Event):
     """Writes every `log_every`-th row, the last update's and the evaluated one."""
+
+    keeps_work = True
 
     def handle(self, run, chunk):
         config = run.config
@@ -873,13 +878,17 @@ def _pbt_rows(run_dir: Path) -> List[Dict]:
 
 
 class Checkpoint(Event):
-    """A checkpoint every `checkpoint.every` updates, at the end, and when asked to stop."""
+    """A checkpoint every `checkpoint.every` updates, at the end, when asked to stop, and
+    after an event failed."""
+
+    keeps_work = True
 
     def __init__(self, config: Config):
         self.every = config.checkpoint.every
 
     def due(self, run, chunk):
-        return _due(self.every, run.done, run.config.num_updates) or chunk.stop_requested
+        return (_due(self.every, run.done, run.config.num_updates) or chunk.stop_requested
+                or chunk.failed)
 
     def handle(self, run, chunk):
         run.checkpoints.save(run.done, run.state, run.record())
@@ -924,15 +933,32 @@ def _next_stop(run: Run, events: List[Event], chunk: int) -> int:
 
 def _train(run: Run, events: List[Event], chunk: int) -> None:
     """Chunks of at most `chunk` updates until the run ends or an event stops it; after each,
-    the events that are due, in order."""
+    the events that are due, in order. An event that raises ends the run once what trained
+    is kept (`_keep_work`)."""
     with _StopRequest() as stop:
         while run.done < run.config.num_updates and run.status == "completed":
             result = _run_chunk(run, _next_stop(run, events, chunk), stop)
-            for event in events:
+            for position, event in enumerate(events):
                 if run.status != "completed":
                     break
                 if event.due(run, result):
-                    event.handle(run, result)
+                    try:
+                        event.handle(run, result)
+                    except Exception:
+                        _keep_work(run, result, events[position + 1:])
+                        raise
+
+
+def _keep_work(run: Run, chunk: Chunk, rest: List[Event]) -> None:
+    """After an event raised: the events of `rest` that keep what trained (the chunk's rows,
+    a checkpoint of its end), so that `resume=true` goes on from there."""
+    chunk.failed = True
+    for event in rest:
+        if event.keeps_work and event.due(run, chunk):
+            event.handle(run, chunk)
+    if run.checkpoints.latest() == run.done:
+        log.error("failed after update %d, checkpoint saved: continue with resume=true "
+                  "hydra.run.dir=%s", run.done, run.run_dir)
 
 
 class _StopRequest:

@@ -3,6 +3,7 @@ init_from, the NaN guard, the artifacts, and `python -m purerl.evaluate`."""
 
 import json
 import math
+import os
 import re
 import signal
 import subprocess
@@ -257,6 +258,42 @@ def test_nan_guard_stops_and_keeps_the_good_part(tmp_path):
     assert update == (bad_update - 1) // 5 * 5 and f"checkpoints/{update}" in line
     assert all(np.isfinite(np.asarray(x)).all() for x in jax.tree.leaves(state.params))
     assert json.loads((tmp_path / "summary.json").read_text())["status"] == "nonfinite"
+
+
+def test_a_failed_event_keeps_what_trained_and_the_run_resumes(trained_run, tmp_path):
+    """The trained_run's settings but one checkpoint at the end; its second evaluation
+    (update 16) raises. The chunk's rows and a checkpoint of update 16 are still written, and
+    resume=true trains on to the same rows as the run that never failed."""
+    args = [*TINY, "total_timesteps=4096", "eval.every=8", "eval.num_episodes=4",
+            "checkpoint.every=0", "checkpoint.best=true", f"hydra.run.dir={tmp_path}"]
+    script = textwrap.dedent(f"""
+        import sys
+        from purerl import train
+
+        evaluate, calls = train.Programs.evaluate, []
+
+        def failing_second(self, *args):
+            calls.append(1)
+            if len(calls) == 2:
+                raise RuntimeError("evaluation failed on purpose")
+            return evaluate(self, *args)
+
+        train.Programs.evaluate = failing_second
+        sys.argv[1:] = {args!r}
+        train.main()
+    """)
+    env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'tests'}"}
+    result = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=env,
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode != 0 and "evaluation failed on purpose" in result.stderr
+    assert "failed after update 16, checkpoint saved: continue with resume=true" in result.stdout
+    assert [r["update"] for r in _rows(tmp_path)] == list(range(1, 17))
+    assert Checkpoints(tmp_path / CHECKPOINTS).latest() == 16
+
+    _cli_ok(*args, "resume=true")
+    whole = _rows(trained_run)
+    whole[15] = {k: v for k, v in whole[15].items() if not k.startswith("eval")}  # it failed
+    assert _rows(tmp_path) == whole
 
 
 def test_programs_compiling_meanwhile_add_their_wait_to_compile_s():
