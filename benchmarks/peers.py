@@ -127,18 +127,34 @@ def subprocess_env() -> dict:
     return {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
 
 
+# A command still running after this long has hung: jaxlib's batched LAPACK QR (PureJaxRL's
+# vmapped make_train draws its orthogonal inits in one) can wait forever for XLA:CPU's pool
+# threads. It is killed and run once more.
+HUNG_AFTER_S = 600
+
+
 def timed_run(command: list, cwd: Path, log: Path, env: dict | None = None) -> float:
-    """Wall seconds of `command` from start to exit; its output goes to `log`. Exits with the
-    end of that output when the command fails."""
-    with log.open("w") as out:
-        start = time.perf_counter()
-        returncode = subprocess.run(command, cwd=cwd, env=env or subprocess_env(), stdout=out,
-                                    stderr=subprocess.STDOUT).returncode
-        wall_s = time.perf_counter() - start
-    if returncode:
-        sys.exit(f"{' '.join(map(str, command))} exited {returncode}; the end of its output:\n"
-                 f"{log.read_text()[-3000:]}")
-    return wall_s
+    """Wall seconds of `command` from start to exit; its output goes to `log`. A command that
+    hangs (HUNG_AFTER_S) is run again once; exits with the end of its output when the command
+    fails or hangs twice."""
+    name = " ".join(map(str, command))
+    for attempt in (1, 2):
+        with log.open("w") as out:
+            start = time.perf_counter()
+            try:
+                returncode = subprocess.run(command, cwd=cwd, env=env or subprocess_env(),
+                                            stdout=out, stderr=subprocess.STDOUT,
+                                            timeout=HUNG_AFTER_S).returncode
+            except subprocess.TimeoutExpired:
+                print(f"{name} hung: killed after {HUNG_AFTER_S} s"
+                      + ("; running it again" if attempt == 1 else ""), flush=True)
+                continue
+            wall_s = time.perf_counter() - start
+        if returncode:
+            sys.exit(f"{name} exited {returncode}; the end of its output:\n"
+                     f"{log.read_text()[-3000:]}")
+        return wall_s
+    sys.exit(f"{name} hung twice; the end of its output:\n{log.read_text()[-3000:]}")
 
 
 def purerl_cli_run(run_dir: Path, compile_cache: Path, seed: int, log: Path) -> dict:
