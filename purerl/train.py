@@ -740,7 +740,8 @@ def _due(every: int, done: int, num_updates: int) -> bool:
 class Event:
     """Something done between chunks when `due`. A periodic event (`every` > 0) also ends
     chunks on its updates. Events run in order; once one stops the run, the rest wait. When
-    one raises, those after it that keep what trained (`keeps_work`) still run."""
+    one raises in a single process, those after it that keep what trained (`keeps_work`)
+    still run."""
 
     every = 0
     keeps_work = False
@@ -933,8 +934,11 @@ def _next_stop(run: Run, events: List[Event], chunk: int) -> int:
 
 def _train(run: Run, events: List[Event], chunk: int) -> None:
     """Chunks of at most `chunk` updates until the run ends or an event stops it; after each,
-    the events that are due, in order. An event that raises ends the run once what trained
-    is kept (`_keep_work`)."""
+    the events that are due, in order. An event that raises ends the run, in a single
+    process once what trained is kept (`_keep_work`; a checkpoint is a collective, and with
+    several processes the others may not be at this event)."""
+    import jax
+
     with _StopRequest() as stop:
         while run.done < run.config.num_updates and run.status == "completed":
             result = _run_chunk(run, _next_stop(run, events, chunk), stop)
@@ -945,7 +949,8 @@ def _train(run: Run, events: List[Event], chunk: int) -> None:
                     try:
                         event.handle(run, result)
                     except Exception:
-                        _keep_work(run, result, events[position + 1:])
+                        if jax.process_count() == 1:  # else the others are not here to save
+                            _keep_work(run, result, events[position + 1:])
                         raise
 
 
