@@ -48,11 +48,15 @@ def make_config():
     return tiny_config
 
 
+def cli_env(env: dict | None = None) -> dict:
+    """This process's environment, with the repository and tests/ importable, and `env`."""
+    return {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'tests'}", **(env or {})}
+
+
 def run_cli(*args: str, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
     """Runs `python -m purerl.train ARGS` from the repository root."""
-    full_env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'tests'}", **(env or {})}
-    return subprocess.run([sys.executable, "-m", "purerl.train", *args], cwd=REPO, env=full_env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([sys.executable, "-m", "purerl.train", *args], cwd=REPO,
+                          env=cli_env(env), capture_output=True, text=True, timeout=timeout)
 
 
 @pytest.fixture

@@ -2,11 +2,10 @@
 evaluation or the evaluate CLI, and the policy learns among the legal ones."""
 
 import json
-import os
 import subprocess
 import sys
 
-from conftest import REPO
+from conftest import REPO, cli_env
 
 TINY = ["+env=gymnax", "env.name=custom_envs:AlternatingMask", "ppo.num_steps=10",
         "ppo.anneal_lr=false", "ppo.lr=0.01", "total_timesteps=2000",
@@ -24,10 +23,10 @@ def test_illegal_actions_never_taken_and_the_legal_best_learned(cli, tmp_path):
     assert evals and all(value >= 0.0 for row in evals for key, value in row.items()
                          if key.startswith("eval_return"))
     assert returns[-1] >= 4.5
-    env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'tests'}"}
     evaluated = subprocess.run(
         [sys.executable, "-m", "purerl.evaluate", f"run={tmp_path}", "episodes=8",
-         "temperatures=[1.0]"], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+         "temperatures=[1.0]"], cwd=REPO, env=cli_env(), capture_output=True, text=True,
+        timeout=300)
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]
     row = evaluated.stdout.strip().splitlines()[-1].split("|")  # temperature | return | ...
     assert float(row[0]) == 1.0 and float(row[1]) >= 0.0

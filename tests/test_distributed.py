@@ -13,6 +13,7 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
+from conftest import cli_env
 
 from purerl.checkpoint import CHECKPOINTS, restore_run
 from purerl.config import ConfigError, validate
@@ -51,8 +52,7 @@ def test_two_processes_train_as_one_process_with_two_devices(tmp_path):
     global mesh over both processes' devices, gradients and statistics averaged across them."""
     script = tmp_path / "train.py"
     script.write_text(TRAIN)
-    env = {**os.environ, "PYTHONPATH": f"{TESTS.parent}{os.pathsep}{TESTS}",
-           "JAX_PLATFORMS": "cpu"}
+    env = cli_env({"JAX_PLATFORMS": "cpu"})
     port = str(_free_port())
     procs = [subprocess.Popen([sys.executable, str(script), port, str(i), tmp_path / "multi"],
                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -101,7 +101,7 @@ def _start_two_processes(run_dir, *args):
     (or each its own, from a list)."""
     run_dirs = run_dir if isinstance(run_dir, list) else [run_dir] * 2
     port = _free_port()
-    env = {**os.environ, "PYTHONPATH": f"{TESTS.parent}{os.pathsep}{TESTS}"}
+    env = cli_env()
     return [subprocess.Popen([sys.executable, "-m", "purerl.train", *RUN, *args,
                               "distributed.enabled=true",
                               f"distributed.coordinator=localhost:{port}",

@@ -3,7 +3,6 @@ init_from, the NaN guard, the artifacts, and `python -m purerl.evaluate`."""
 
 import json
 import math
-import os
 import re
 import signal
 import subprocess
@@ -14,7 +13,7 @@ import time
 import jax
 import numpy as np
 import pytest
-from conftest import REPO, run_cli
+from conftest import REPO, cli_env, run_cli
 from test_logging import PNG_MAGIC, read_events, read_scalars
 
 from purerl.checkpoint import CHECKPOINTS, Checkpoints, restore_run
@@ -282,8 +281,7 @@ def test_a_failed_event_keeps_what_trained_and_the_run_resumes(trained_run, tmp_
         sys.argv[1:] = {args!r}
         train.main()
     """)
-    env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'tests'}"}
-    result = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=env,
+    result = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=cli_env(),
                             capture_output=True, text=True, timeout=600)
     assert result.returncode != 0 and "evaluation failed on purpose" in result.stderr
     assert "failed after update 16, checkpoint saved: continue with resume=true" in result.stdout
