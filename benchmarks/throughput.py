@@ -29,7 +29,7 @@ from jax.experimental.compilation_cache import compilation_cache
 
 from purerl.config import Config, EnvConfig, validate
 from purerl.envs import make_env
-from purerl.logging import final_returns
+from purerl.logging.history import final_returns
 from purerl.program import make_train
 
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -71,7 +71,7 @@ def generation_row(update: int, generation: int, fitness: np.ndarray, source: np
                    hparams: Dict[str, np.ndarray], names: List[str]) -> Dict:
     """pbt.jsonl's line of a generation: who copied whom and every member's evolving
     hyperparameters after it."""
-    from purerl.logging import json_number
+    from purerl.logging.sinks import json_number
 
     copies = [{"member": m, "from": int(s)} for m, s in enumerate(source) if s != m]
     return {

@@ -11,7 +11,7 @@ from typing import Dict, List, Optional
 import numpy as np
 
 from purerl.config import Config
-from purerl.logging import json_number
+from purerl.logging.sinks import json_number
 
 
 def is_sweep(config: Config) -> bool:

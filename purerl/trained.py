@@ -26,7 +26,7 @@ from purerl.checkpoint import restore_run
 from purerl.config import Config, ConfigError, validate
 from purerl.envs import make_env, wrap_env
 from purerl.evaluation import make_evaluator, with_evaluation
-from purerl.logging import RunHistory
+from purerl.logging.history import RunHistory
 
 
 @dataclasses.dataclass

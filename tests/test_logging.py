@@ -8,7 +8,9 @@ import struct
 import numpy as np
 import pytest
 
-from purerl.logging import ProgressBar, TensorBoardSink, plot_learning_curve
+from purerl.logging.plots import plot_learning_curve
+from purerl.logging.progress import ProgressBar
+from purerl.logging.sinks import TensorBoardSink
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -134,7 +136,7 @@ def test_progress_bar_resumed_starts_at_initial():
 
 
 def test_final_returns_window_stretches_back_to_the_last_episode():
-    from purerl.logging import final_returns
+    from purerl.logging.history import final_returns
 
     sums, counts = np.zeros((3, 40)), np.zeros((3, 40))
     sums[0, [5, 38, 39]], counts[0, [5, 38, 39]] = [100.0, 10.0, 20.0], [1, 1, 3]

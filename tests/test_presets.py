@@ -68,7 +68,7 @@ def test_pendulum_preset_learns_a_box_policy_with_a_short_budget():
     import jax
     import numpy as np
 
-    from purerl.logging import final_returns
+    from purerl.logging.history import final_returns
     from purerl.program import make_train
 
     config = _compose("pendulum", "total_timesteps=200_000")

@@ -1,0 +1,70 @@
+"""Progress on the console: the log line of an update and a tqdm bar over env steps (tqdm is
+imported when a bar is made)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Dict, Optional, TextIO
+
+
+def progress_line(row: Dict, num_updates: int, sps: float) -> str:
+    """The console line of one update.
+
+    Args:
+      row: a `metrics_rows` dict (`update`, `env_steps`, `episode_return`).
+      num_updates: the run's number of updates.
+      sps: env steps per second.
+
+    Returns:
+      `update 32/39 | env steps      16,384 | return     94.6 |     37,792 steps/s`.
+    """
+    ret = row["episode_return"]
+    ret_text = "   n/a" if ret is None else f"{ret:8.1f}"
+    return (f"update {row['update']:>{len(str(num_updates))}}/{num_updates} | env steps "
+            f"{row['env_steps']:>11,} | return {ret_text} | {sps:>10,.0f} steps/s")
+
+
+def _si(x: float) -> str:
+    """12345 -> "12.3k", 1.5e6 -> "1.50M" (three significant digits)."""
+    for unit in ("", "k", "M", "G"):
+        if abs(x) < 999.5:
+            return f"{x:.3g}{unit}" if abs(x) < 1 or unit else f"{x:.0f}"
+        x /= 1000.0
+    return f"{x:.3g}T"
+
+
+class ProgressBar:
+    """A tqdm bar over env steps (per seed) to `file` (stderr), or nothing when not `enabled`.
+
+    `initial` is the resumed position, so the rate and ETA count only the steps of this run.
+    """
+
+    def __init__(self, total_steps: int, enabled: bool = True, initial: int = 0,
+                 file: Optional[TextIO] = None):
+        self._bar = None
+        if enabled:
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=int(total_steps), initial=int(initial), unit="steps",
+                             unit_scale=True, dynamic_ncols=True, mininterval=1.0,
+                             bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}"
+                                        "{postfix}]",
+                             file=sys.stderr if file is None else file)
+
+    @property
+    def position(self) -> Optional[int]:
+        """The bar's current env steps; None when disabled."""
+        return None if self._bar is None else int(self._bar.n)
+
+    def update(self, env_steps: int, sps: float, latest_return: Optional[float]) -> None:
+        """Moves the bar to `env_steps` (absolute) with a postfix of `sps` and the latest return."""
+        if self._bar is None:
+            return
+        ret = "n/a" if latest_return is None else f"{latest_return:.1f}"
+        self._bar.set_postfix_str(f"{_si(sps)} steps/s, return {ret}", refresh=False)
+        self._bar.update(int(env_steps) - self._bar.n)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None

@@ -1,0 +1,208 @@
+"""Where a run's metrics go: `metrics.jsonl` lines, `summary.json`, TensorBoard scalars and
+Weights & Biases. tensorboardX and wandb are imported when a sink is made, not with this module."""
+
+from __future__ import annotations
+
+import importlib
+import itertools
+import json
+import math
+import os
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Dict, List, Optional
+
+import numpy as np
+
+if TYPE_CHECKING:  # not imported at run time: the command line's checks import this module
+    from purerl.ppo import Metrics
+
+# Metrics written to metrics.jsonl as means over seeds (the episode ones are pooled instead).
+LOSS_KEYS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_frac",
+             "explained_variance", "value_mean", "learning_rate", "opt_steps",
+             "ent_coef", "clip_eps", "vf_coef", "gamma", "gae_lambda")
+
+
+def json_number(x: float):
+    """A float at float32 precision (7 significant digits), an int when integral, None if not finite."""
+    if not math.isfinite(x):
+        return None
+    return int(x) if float(x).is_integer() else float(f"{x:.7g}")
+
+
+def is_number(value) -> bool:
+    """An int/float (numpy scalars and bools included) that is finite."""
+    return isinstance(value, (int, float, np.integer, np.floating)) and math.isfinite(value)
+
+
+def metrics_rows(metrics: Metrics, first_update: int, batch_size: int) -> List[Dict]:
+    """One dict per update from host metrics with leaves `[S, K]`.
+
+    episode_return / episode_length pool the episodes completed in the update over all seeds;
+    they are None when no episode completed.
+
+    Args:
+      metrics: a chunk's `Metrics` on the host, leaves `[S, K]` (seeds, updates).
+      first_update: the 1-based number of the chunk's first update.
+      batch_size: env steps per update and seed.
+
+    Returns:
+      `K` dicts with `update`, `env_steps`, `episode_return`, `episode_length` and the
+      `LOSS_KEYS` (means over seeds), each a `json_number`.
+    """
+    count = metrics.episode_count.sum(axis=0)
+    returns = metrics.episode_return_sum.sum(axis=0) / np.maximum(count, 1)
+    lengths = metrics.episode_length_sum.sum(axis=0) / np.maximum(count, 1)
+    means = {key: getattr(metrics, key).mean(axis=0) for key in LOSS_KEYS}
+    rows = []
+    for i in range(count.shape[0]):
+        update = first_update + i
+        row = {
+            "update": update,
+            "env_steps": update * batch_size,
+            "episode_return": json_number(float(returns[i])) if count[i] else None,
+            "episode_length": json_number(float(lengths[i])) if count[i] else None,
+        }
+        row.update({key: json_number(float(value[i])) for key, value in means.items()})
+        rows.append(row)
+    return rows
+
+
+def eval_key(temperature: float) -> str:
+    """The metric key of the eval return at `temperature`: `eval_return/1.0`."""
+    return f"eval_return/{float(temperature)}"
+
+
+class MetricsLog:
+    """Appends JSON lines to `<run_dir>/metrics.jsonl`, flushed after each chunk."""
+
+    def __init__(self, run_dir: Path):
+        self.path = Path(run_dir) / "metrics.jsonl"
+        self._file = self.path.open("a")
+
+    def write(self, rows: List[Dict]) -> None:
+        """Appends `rows` in one write (a process killed meanwhile cuts at most the last line)."""
+        self._file.write("".join(json.dumps(row) + "\n" for row in rows))
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def keep_rows_until(path: Path, last_update: int) -> None:
+    """Drops the lines of a JSON-lines file (metrics.jsonl, pbt.jsonl) after `last_update` (a
+    resumed run rewrites them), and a last line cut short by a kill.
+
+    Args:
+      path: the file; nothing happens when it does not exist.
+      last_update: the last `update` kept.
+    """
+    path = Path(path)
+    if not path.exists():
+        return
+    lines = []
+    for line in path.read_text().splitlines():
+        try:
+            if json.loads(line)["update"] <= last_update:
+                lines.append(line)
+        except (ValueError, KeyError):
+            break
+    tmp = path.with_suffix(".jsonl.tmp")
+    tmp.write_text("".join(line + "\n" for line in lines))
+    tmp.replace(path)
+
+
+def write_summary(run_dir: Path, summary: Dict) -> None:
+    """Writes `summary` as indented JSON to `<run_dir>/summary.json`, atomically.
+
+    Args:
+      run_dir: the run directory.
+      summary: a JSON-serializable dict.
+    """
+    path = Path(run_dir) / "summary.json"
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(summary, indent=2) + "\n")
+    tmp.replace(path)
+
+
+def import_libraries(log_config) -> None:
+    """Imports the libraries that the sinks of `log_config` (a `LogConfig`) and the plots
+    write with, ahead of their first use: matplotlib, tensorboardX when `tensorboard`, wandb
+    when `wandb`."""
+    names = ["matplotlib.figure", "matplotlib.backends.backend_agg"]
+    names += ["tensorboardX.event_file_writer"] if log_config.tensorboard else []
+    names += ["wandb"] if log_config.wandb else []
+    for name in names:
+        importlib.import_module(name)
+
+
+class TensorBoardSink:
+    """Writes `metrics_rows`-style dicts as TensorBoard scalars into `run_dir` itself.
+
+    One scalar per numeric key (tag = the key, e.g. `episode_return`, `eval_return/1.0`) at
+    step = row["env_steps"], and one per entry of a sweep's `*_per_point` lists
+    (`episode_return_per_point/0`, ...); None, non-finite, strings and other lists are skipped,
+    and so are `update` and `env_steps`. The file is on disk when `write` returns: tensorboardX's
+    `SummaryWriter` queues events to a background thread that its `flush` does not wait for,
+    so this uses tensorboardX's synchronous `EventsWriter` (the same file format) instead.
+    """
+
+    SKIP_KEYS = ("update", "env_steps")
+    _counter = itertools.count()
+
+    def __init__(self, run_dir: Path, purge_step: Optional[int] = None):
+        from tensorboardX.event_file_writer import EventsWriter
+        from tensorboardX.proto.event_pb2 import Event, SessionLog
+
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        # The file name has only a 1 s timestamp and is opened "wb": the suffix keeps a second
+        # sink in the same directory (a resumed run) from truncating the first one's file.
+        suffix = f".{os.getpid()}.{next(self._counter)}"
+        self._writer = EventsWriter(str(self.run_dir / "events"), filename_suffix=suffix)
+        if purge_step is not None:  # a resumed run: TensorBoard drops older files' later steps
+            self._writer.write_event(Event(wall_time=time.time(), step=purge_step,
+                                            session_log=SessionLog(status=SessionLog.START)))
+            self._writer.flush()
+
+    def write(self, rows: List[Dict]) -> None:
+        from tensorboardX.proto.event_pb2 import Event
+        from tensorboardX.proto.summary_pb2 import Summary
+
+        for row in rows:
+            scalars = dict(row)
+            for key, value in row.items():  # a sweep's grid points: one scalar each
+                if key.endswith("_per_point"):
+                    scalars.update({f"{key}/{i}": v for i, v in enumerate(value)})
+            values = [Summary.Value(tag=key, simple_value=float(value))
+                      for key, value in scalars.items()
+                      if key not in self.SKIP_KEYS and is_number(value)]
+            if values:
+                self._writer.write_event(Event(wall_time=time.time(), step=int(row["env_steps"]),
+                                               summary=Summary(value=values)))
+        self._writer.flush()
+
+    def close(self) -> None:
+        self._writer.close()
+
+
+class WandbSink:
+    """Logs `metrics_rows`-style dicts to Weights & Biases (numbers only, step = env steps)."""
+
+    def __init__(self, config, run_dir: Path):
+        import dataclasses
+
+        import wandb
+
+        self._wandb = wandb
+        self._run = wandb.init(project=config.log.wandb_project, dir=str(run_dir),
+                               config=dataclasses.asdict(config), name=Path(run_dir).name)
+
+    def write(self, rows: List[Dict]) -> None:
+        for row in rows:
+            scalars = {k: v for k, v in row.items() if k not in ("update", "env_steps")
+                       and is_number(v)}
+            self._run.log({**scalars, "update": row["update"]}, step=int(row["env_steps"]))
+
+    def close(self) -> None:
+        self._run.finish()
