@@ -9,7 +9,8 @@ import pytest
 from conftest import tiny_config
 
 from purerl.config import ConfigError
-from purerl.train import _eval_keys, preflight
+from purerl.compiling import eval_keys
+from purerl.preflight import preflight
 
 TINY = ["total_timesteps=1024", "ppo.num_steps=32", "ppo.num_epochs=2", "ppo.num_minibatches=2",
         "network.hidden_sizes=[16,16]"]
@@ -195,7 +196,7 @@ def test_compile_cache_setting(cli, tmp_path):
 def test_evaluation_draws_from_the_runs_prng():
     """The evaluation's keys are in the run's PRNG (its program then compiles unsafe_rbg's
     few kernels, not threefry's loops), one per seed."""
-    keys = _eval_keys(tiny_config(num_seeds=3), jax.random.key(0))
+    keys = eval_keys(tiny_config(num_seeds=3), jax.random.key(0))
     assert keys.shape == (3,) and str(jax.random.key_impl(keys)) == "unsafe_rbg"
-    keys = _eval_keys(tiny_config(num_seeds=3, prng_impl="threefry2x32"), jax.random.key(0))
+    keys = eval_keys(tiny_config(num_seeds=3, prng_impl="threefry2x32"), jax.random.key(0))
     assert str(jax.random.key_impl(keys)) == "threefry2x32"

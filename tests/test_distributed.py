@@ -16,8 +16,9 @@ import pytest
 from conftest import cli_env
 
 from purerl.checkpoint import CHECKPOINTS, restore_run
-from purerl.config import ConfigError, validate
-from purerl.train import _params_from
+from purerl.config import ConfigError
+from purerl.run_dir import params_from
+from purerl.validation import validate
 
 TESTS = Path(__file__).parent
 # Trains tiny_config (4 envs, split over the 2 devices) and pickles its metrics from process 0.
@@ -164,7 +165,7 @@ def test_two_processes_of_the_command_line_write_one_run(two_process_run, tmp_pa
     for x, y in zip(jax.tree.leaves(a.state.params), jax.tree.leaves(b.state.params)):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
     # init_from and `python -m purerl.evaluate` read it in one process
-    init = _params_from(multi, b.state.params)
+    init = params_from(multi, b.state.params)
     for x, y in zip(jax.tree.leaves(init), jax.tree.leaves(b.state.params)):
         np.testing.assert_array_equal(x, np.asarray(y))
     evaluated = subprocess.run([sys.executable, "-m", "purerl.evaluate", f"run={multi}",

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from typing import NamedTuple
 
 import jax
 import numpy as np
@@ -242,6 +243,25 @@ def test_a_checkpoint_of_another_structure_is_a_one_line_error(tmp_path, sharded
     assert "\n" not in str(info.value)
 
 
+class _Saved(NamedTuple):
+    lr: np.ndarray
+
+
+class _Now(NamedTuple):
+    lr: np.ndarray
+    extra: object = None
+
+
+def test_a_checkpoint_saved_before_a_field_was_added_restores_with_it_none(tmp_path):
+    """A state saved before a NamedTuple field existed (`HyperParams.extra`, added in 0.2.0)
+    restores into today's structure with that field None; the record names the version."""
+    checkpoints = Checkpoints(tmp_path)
+    checkpoints.save(1, {"hparams": _Saved(np.full(2, 3.0, np.float32))}, {"update": 1})
+    state, record = checkpoints.restore(1, {"hparams": _Now(np.zeros(2, np.float32))})
+    assert isinstance(state["hparams"], _Now) and state["hparams"].extra is None
+    assert state["hparams"].lr.tolist() == [3.0, 3.0] and record == {"update": 1}
+
+
 def test_nan_guard_stops_and_keeps_the_good_part(tmp_path):
     # NaNChain's NaN reward is a random draw per step (mean first NaN about update 40); with
     # seed 1 it first comes at update 18, after the checkpoints of updates 5, 10 and 15.
@@ -267,9 +287,9 @@ def test_a_failed_event_keeps_what_trained_and_the_run_resumes(trained_run, tmp_
             "checkpoint.every=0", "checkpoint.best=true", f"hydra.run.dir={tmp_path}"]
     script = textwrap.dedent(f"""
         import sys
-        from purerl import train
+        from purerl import compiling, train
 
-        evaluate, calls = train.Programs.evaluate, []
+        evaluate, calls = compiling.Programs.evaluate, []
 
         def failing_second(self, *args):
             calls.append(1)
@@ -277,7 +297,7 @@ def test_a_failed_event_keeps_what_trained_and_the_run_resumes(trained_run, tmp_
                 raise RuntimeError("evaluation failed on purpose")
             return evaluate(self, *args)
 
-        train.Programs.evaluate = failing_second
+        compiling.Programs.evaluate = failing_second
         sys.argv[1:] = {args!r}
         train.main()
     """)
@@ -299,7 +319,7 @@ def test_programs_compiling_meanwhile_add_their_wait_to_compile_s():
     adds that wait to `compile_s`; a compile that failed raises there."""
     from concurrent.futures import Future, ThreadPoolExecutor
 
-    from purerl.train import Programs
+    from purerl.compiling import Programs
 
     def compile_slowly():
         time.sleep(0.3)
@@ -328,7 +348,7 @@ def test_evaluation_compiles_after_compile_programs_returned(monkeypatch):
 
     from conftest import tiny_config
 
-    import purerl.train as train
+    import purerl.compiling as compiling
     from purerl.program import make_program
 
     released = threading.Event()
@@ -344,16 +364,16 @@ def test_evaluation_compiles_after_compile_programs_returned(monkeypatch):
                 return super().submit(fn, *args)
             return super().submit(lambda: released.wait() and fn(*args))
 
-    monkeypatch.setattr(train, "ThreadPoolExecutor", HoldingLaterTasks)
+    monkeypatch.setattr(compiling, "ThreadPoolExecutor", HoldingLaterTasks)
     config = tiny_config()
     program = make_program(config, chunk=2)
     key = jax.random.key(0)
     try:
-        programs = train.compile_programs(config, program, key)
+        programs = compiling.compile_programs(config, program, key)
     finally:
         released.set()  # a held thread would keep the test process from exiting
     state = programs.init(key, member_hyperparams(config))
-    result = programs.evaluate(state.params, state.normalizer.obs, train._eval_keys(config, key))
+    result = programs.evaluate(state.params, state.normalizer.obs, compiling.eval_keys(config, key))
     assert np.isfinite(np.asarray(jax.tree.leaves(result)[0])).all()
 
 
@@ -365,7 +385,7 @@ def test_compile_s_is_the_compiles_not_what_ran_meanwhile():
     from conftest import tiny_config
 
     from purerl.program import make_program
-    from purerl.train import compile_programs
+    from purerl.compiling import compile_programs
 
     def meanwhile():
         while any(t.name.startswith("compile") for t in threading.enumerate()):
@@ -381,4 +401,4 @@ def test_compile_s_is_the_compiles_not_what_ran_meanwhile():
     assert 0 < programs.compile_s <= elapsed - 1.0
     state, metrics = programs.run_chunk(programs.init(key, member_hyperparams(config)),
                                         np.int32(2))
-    assert int(state.update[0]) == 2 and metrics.policy_loss.shape == (1, 2)
+    assert int(state.update[0]) == 2 and metrics.losses["policy_loss"].shape == (1, 2)

@@ -1,0 +1,243 @@
+"""The command line's checks, before Hydra runs a job: every setting of every job a command
+line asks for (a sweep's too), composed and validated before JAX is imported, then the checks
+that need JAX (the device count, the environments). A bad setting raises ConfigError with one
+line naming it."""
+
+from __future__ import annotations
+
+import difflib
+import importlib.util
+from dataclasses import fields, is_dataclass
+from pathlib import Path
+from typing import List, Optional
+
+from hydra.core.config_store import ConfigStore
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import (
+    ConfigAttributeError, ConfigKeyError, OmegaConfBaseException, ValidationError,
+)
+
+from purerl.config import Config, ConfigError
+from purerl.validation import check_devices, validate
+from purerl.runtime import (
+    compile_cache_dir, join_processes, split_members_over_cores, use_compile_cache,
+)
+
+def config_dir() -> Path:
+    """The `conf/` beside this package: inside it in a wheel (`purerl/conf`), at the
+    repository's top level in a source checkout."""
+    package = Path(__file__).resolve().parent
+    installed = package / "conf"
+    return installed if (installed / "config.yaml").is_file() else package.parent / "conf"
+
+
+def presets() -> List[str]:
+    return sorted(p.stem for p in (config_dir() / "env").glob("*.yaml"))
+
+
+ConfigStore.instance().store(name="purerl_schema", node=Config)
+
+
+def _schema_keys(node=None, prefix: str = "") -> List[str]:
+    """Every dotted key of the schema, e.g. 'ppo.lr'."""
+    node = Config() if node is None else node
+    keys = []
+    for f in fields(node):
+        value = getattr(node, f.name)
+        nested = is_dataclass(value)
+        keys += _schema_keys(value, f"{prefix}{f.name}.") if nested else [prefix + f.name]
+    return keys
+
+
+def _check_env_override(overrides) -> None:
+    env = [o for o in overrides if o.key_or_group == "env"]
+    names = ", ".join(presets())
+    if not env:
+        raise ConfigError(f"no environment given: pass +env=<preset> (presets: {names})")
+    for o in env:
+        values = list(o.sweep_string_iterator()) if o.is_sweep_override() else [o.value()]
+        if o.get_key_element() != "+env":
+            raise ConfigError(f"pass the preset with a plus: +env={values[0]}")
+        for value in values:
+            if value not in presets():
+                close = difflib.get_close_matches(str(value), presets(), n=1)
+                hint = f"did you mean {close[0]}? " if close else ""
+                raise ConfigError(f"unknown preset +env={value}: {hint}(presets: {names})")
+
+
+# Hydra plugins that purerl's extras install: (config group, option prefix) -> (module, the
+# PyPI name, the extra).
+HYDRA_PLUGINS = {
+    ("hydra/sweeper", "optuna"): ("hydra_plugins.hydra_optuna_sweeper", "hydra-optuna-sweeper",
+                                  "sweep"),
+    ("hydra/sweeper", "purerl_optuna"): ("hydra_plugins.hydra_optuna_sweeper",
+                                         "hydra-optuna-sweeper", "sweep"),
+    ("hydra/launcher", "submitit"): ("hydra_plugins.hydra_submitit_launcher",
+                                     "hydra-submitit-launcher", "cluster"),
+    ("hydra/launcher", "ray"): ("hydra_plugins.hydra_ray_launcher", "hydra-ray-launcher",
+                                "cluster"),
+}
+
+
+def _check_hydra_plugins(overrides) -> None:
+    """A sweeper or launcher of purerl's extras that is not installed: raises ConfigError."""
+    for o in overrides:
+        for (group, prefix), (module, name, extra) in HYDRA_PLUGINS.items():
+            if (o.key_or_group == group and str(o.value()).startswith(prefix)
+                    and not installed(module)):
+                raise ConfigError(f"{group}={o.value()} needs {name}, not installed: "
+                                  f"pip install -e '.[{extra}]'")
+
+
+def installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # its parent package is missing
+        return False
+
+
+def _override_variants(overrides, sampling_sweeper: bool) -> List[List[str]]:
+    """Command lines to check: every value of every sweep, the other sweeps at their first
+    (an `interval()`: its bounds, which only a sampling sweeper, e.g. Optuna's, can take)."""
+    choices = []
+    for o in overrides:
+        key = o.get_key_element()
+        if o.is_interval_sweep():
+            if not sampling_sweeper:
+                raise ConfigError(
+                    f"{key}={o.input_line.split('=', 1)[1]}: Hydra's basic sweeper takes lists, "
+                    "choice() and range(); interval() needs a sampling sweeper, such as "
+                    "Optuna's (pip install -e '.[sweep]', hydra/sweeper=purerl_optuna)")
+            values = [str(o.value().start), str(o.value().end)]
+        elif o.is_sweep_override():
+            values = list(o.sweep_string_iterator())
+        else:
+            values = [o.get_value_element_as_str()]
+        choices.append([f"{key}={v}" for v in values])
+    variants = [[c[0] for c in choices]]
+    for i, c in enumerate(choices):
+        variants += [[*variants[0][:i], v, *variants[0][i + 1:]] for v in c[1:]]
+    return variants
+
+
+def _explain(error: Exception) -> str:
+    """One line for a Hydra / OmegaConf composition error."""
+    chain = [error]
+    while (chain[-1].__cause__ or chain[-1].__context__) is not None and len(chain) < 10:
+        chain.append(chain[-1].__cause__ or chain[-1].__context__)
+    for e in chain:
+        if isinstance(e, (ConfigKeyError, ConfigAttributeError)) and getattr(e, "full_key", None):
+            return _unknown_setting(e.full_key)
+        if isinstance(e, ValidationError) and getattr(e, "full_key", None):
+            reason = str(e.msg).splitlines()[0] if getattr(e, "msg", None) else str(e)
+            hint = " (write integers like 10_000_000)" if "Integer" in reason else ""
+            return f"{e.full_key}={e.value!r}: {reason}{hint}"
+    return " ".join(str(error).split())
+
+
+def _unknown_setting(key: str) -> str:
+    close = difflib.get_close_matches(key, _schema_keys(), n=1, cutoff=0.6)
+    return f"unknown setting {key}" + (f" (did you mean {close[0]}?)" if close else "")
+
+
+def _dotted_keys(node, prefix: str = "") -> List[str]:
+    if not isinstance(node, DictConfig):
+        return [prefix[:-1]]
+    return [k for key in node for k in _dotted_keys(node[key], f"{prefix}{key}.")]
+
+
+def load_config(cfg: DictConfig, num_devices: Optional[int] = None) -> Config:
+    """The validated `Config` of a composed Hydra config; `num_devices=None` leaves out the
+    checks that need the device count (see `validate`)."""
+    known = set(_schema_keys())
+    for key in _dotted_keys(cfg):
+        if key not in known and not key.startswith(("hydra.", "env.params.")):
+            raise ConfigError(_unknown_setting(key))
+    try:
+        config = OmegaConf.to_object(cfg)
+    except OmegaConfBaseException as error:
+        raise ConfigError(_explain(error)) from None
+    return validate(config, num_devices)
+
+
+def normalize_argv(argv: List[str]) -> List[str]:
+    """`env.params.<field>=v` becomes `++env.params.<field>=v`: the fields are the env's, so
+    they cannot be in the schema, and `++` adds or overrides them."""
+    return [f"++{a}" if a.startswith("env.params.") else a for a in argv]
+
+
+def _check_compile_cache(configs: List[Config]) -> None:
+    """One process runs all the jobs of a sweep, and JAX sets its cache up once: they must
+    share it, and it must be a directory; raises ConfigError."""
+    settings = sorted({str(c.compile_cache) for c in configs})
+    if len(settings) > 1:
+        raise ConfigError(f"compile_cache={','.join(settings)}: the jobs of a sweep run in one "
+                          "process and share one compile cache; sweep other settings")
+    directory = compile_cache_dir(configs[0].compile_cache)
+    if directory is not None and directory.exists() and not directory.is_dir():
+        raise ConfigError(f"compile_cache={configs[0].compile_cache}: {directory} is a file, "
+                          "not a directory")
+
+
+def preflight(argv: List[str]) -> None:
+    """Composes and validates every job the command line asks for; raises ConfigError.
+
+    Every setting is checked before JAX is imported; then JAX's compile cache is set up and the
+    checks that need JAX follow: the device count and the environments (gymnax)."""
+    from hydra import compose, initialize_config_dir
+    from hydra.errors import HydraException
+
+    args = [a for a in normalize_argv(argv) if not a.startswith("-")]
+    if any(a.startswith("-") and a not in ("-m", "--multirun") for a in argv):
+        return  # --help, --cfg, --info ...: Hydra's own business
+    try:
+        overrides = OverridesParser.create().parse_overrides(args)
+    except HydraException as error:
+        raise ConfigError(_explain(error)) from None
+    _check_env_override(overrides)
+    _check_hydra_plugins(overrides)
+    job_overrides = [o for o in overrides if not o.key_or_group.startswith("hydra")]
+    sampling_sweeper = any(o.key_or_group == "hydra/sweeper" and o.value() != "basic"
+                           for o in overrides)
+
+    configs = []
+    with initialize_config_dir(str(config_dir()), version_base="1.3"):
+        for variant in _override_variants(job_overrides, sampling_sweeper):
+            try:
+                cfg = compose("config", overrides=variant)
+            except (HydraException, OmegaConfBaseException) as error:
+                raise ConfigError(_explain(error)) from None
+            configs.append(load_config(cfg))
+            if configs[-1].log.wandb and importlib.util.find_spec("wandb") is None:
+                raise ConfigError("log.wandb=true but wandb is not installed: pip install wandb, "
+                                  "or leave log.wandb=false")
+    _check_compile_cache(configs)
+    _check_distributed(configs)
+    split_members_over_cores(configs)
+
+    import jax
+
+    use_compile_cache(configs[0].compile_cache)
+    join_processes(configs[0])
+    for config in configs:
+        check_devices(config, jax.device_count())
+    from purerl.agent import make_agent
+    from purerl.envs import make_env
+    from purerl.plugins import load_callable
+
+    for config in configs:  # the env's spaces, the network against its observations
+        make_agent(config, *make_env(config.env))
+        for name in config.ppo.loss_terms:
+            load_callable("ppo.loss_terms", name)
+        if config.algorithm is not None:
+            load_callable("algorithm", config.algorithm)
+
+
+def _check_distributed(configs: List[Config]) -> None:
+    """The jobs of a sweep run in one process, which joins a multi-host run once: they must
+    share the `distributed` settings; raises ConfigError."""
+    settings = {repr(c.distributed) for c in configs}
+    if len(settings) > 1:
+        raise ConfigError("distributed.* differs between the jobs of a sweep, which run in one "
+                          "process and join the other processes once; sweep other settings")

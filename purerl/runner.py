@@ -1,0 +1,280 @@
+"""A run, in steps: compile its programs; open or resume its directory; then chunks of updates,
+and after each chunk the events that are due (evaluate, log, checkpoint, ...); last the
+summary. `run` is what the command line calls, and what a Python program calls to train with
+events of its own.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import signal
+import time
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+from purerl.compiling import ProgramCache
+from purerl.config import Config
+from purerl.events import PBT_LOG, Chunk, Event, Run, default_events
+
+log = logging.getLogger("purerl")
+CHUNKS = 50  # about this many chunks per run: the progress bar's refresh
+
+
+def run(config: Config, run_dir, events: Sequence[Event] = (), *,
+        cache: Optional[ProgramCache] = None, **given) -> Dict:
+    """Trains `config` in `run_dir`, writing metrics.jsonl, summary.json, checkpoints/,
+    TensorBoard events and learning_curve.png there.
+
+    Args:
+        config: the run's settings (validated by `purerl.validate`).
+        run_dir: the run directory; with `config.resume`, the run to continue.
+        events: `purerl.events.Event`s of the caller's, run between chunks after the
+            evaluation and before the log.
+        cache: compiled programs of earlier runs to reuse (a sweep's jobs); default: none.
+        **given: `algorithm`, `network`, `loss_terms` and `optimizer`, as
+            `purerl.make_program` takes them
+            (`purerl.load(run_dir, network=...)` then loads a network given here).
+
+    Returns:
+        The summary (summary.json's content). `status` says how the run ended: "completed",
+        "stopped" (an event asked, `stopped_by` names it), "interrupted" (Ctrl-C, after the
+        chunk and its checkpoint) or "nonfinite" (the NaN guard; `error` says what and where,
+        and what was kept). The function never ends the process; a setting that does not fit
+        raises ConfigError before anything trains.
+    """
+    import jax
+
+    from purerl.checkpoint import BEST, CHECKPOINTS, Checkpoints
+    from purerl.program import make_program
+    from purerl.run_dir import params_from, resume_point
+    from purerl.runtime import use_compile_cache
+    from purerl.sweep import is_sweep
+
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    use_compile_cache(config.compile_cache)
+    num_updates = config.num_updates
+    program = make_program(config, chunk=max(1, math.ceil(num_updates / CHUNKS)), **given)
+    checkpoints = Checkpoints(run_dir / CHECKPOINTS, keep=config.checkpoint.keep)
+    resume_from = resume_point(config, run_dir, checkpoints, program.num_devices)
+    key = jax.random.key(config.seed)
+    init_params = None
+    if config.init_from:
+        init_params = params_from(Path(config.init_from),
+                                  jax.eval_shape(program.init, key).params, config.init_member)
+    points = len(config.sweep.grid())
+    log.info("%s: %s%d seed(s) x %d envs on %d device(s), %d updates of %d steps",
+             config.env.name, f"{points} grid point(s) x " if is_sweep(config) else "",
+             config.num_seeds, config.env.num_envs, program.num_devices, num_updates,
+             config.batch_size)
+
+    programs = (ProgramCache(keep=1) if cache is None else cache).programs_for(
+        config, program, key)
+    best = Checkpoints(run_dir / CHECKPOINTS / BEST, keep=1) if config.checkpoint.best else None
+    active = Run(config, run_dir, programs, program.num_devices, key, checkpoints, best)
+    try:
+        _open_or_resume(active, resume_from, init_params)
+        _open_sinks(active, resumed=resume_from is not None)
+        _train(active, default_events(config, events), program.chunk)
+    finally:
+        _close(active)
+    return _finish(active)
+
+
+def _open_or_resume(run: Run, resume_from: Optional[int], init_params) -> None:
+    """Sets the run's first state: the init program's, resumed from checkpoint `resume_from`
+    (with its history and metrics.jsonl up to there), or starting from `init_params`."""
+    import jax
+
+    from purerl.distributed import writes_files
+    from purerl.logging.history import RunHistory
+    from purerl.logging.sinks import keep_rows_until
+    from purerl.schedules import member_hyperparams
+
+    run.state = run.programs.init(run.key, member_hyperparams(run.config))
+    run.history = RunHistory(run.config.num_members)
+    if resume_from is not None:
+        run.state, saved = run.checkpoints.restore(resume_from, run.state)
+        run.history, run.update = RunHistory.from_record(saved["history"]), resume_from
+        if writes_files():
+            for name in ("metrics.jsonl", PBT_LOG):
+                keep_rows_until(run.run_dir / name, run.update)
+        if run.best is not None:
+            run.best.delete_after(run.update)  # a best found after the checkpoint is found again
+        log.info("resumed from the checkpoint of update %d", run.update)
+    else:
+        if writes_files():
+            for name in ("metrics.jsonl", PBT_LOG):
+                (run.run_dir / name).unlink(missing_ok=True)
+        if init_params is not None:
+            run.state = run.state._replace(params=jax.tree.map(
+                lambda new, old: jax.device_put(new, old.sharding), init_params, run.state.params))
+            log.info("network params from %s", run.config.init_from)
+    run.first_update = run.update
+
+
+def _open_sinks(run: Run, resumed: bool) -> None:
+    """The metrics writers (metrics.jsonl, TensorBoard, W&B) and the progress bar."""
+    from purerl.distributed import writes_files
+    from purerl.logging.progress import ProgressBar
+    from purerl.logging.sinks import MetricsLog, TensorBoardSink, WandbSink
+
+    config = run.config
+    run.bar = ProgressBar(config.num_updates * config.batch_size,
+                                config.log.progress and writes_files(), initial=run.env_steps)
+    if not writes_files():  # process 0 writes for the run
+        return
+    run.writers = [MetricsLog(run.run_dir)]
+    if config.log.tensorboard:
+        run.writers.append(TensorBoardSink(
+            run.run_dir, purge_step=run.env_steps + 1 if resumed else None))
+    if config.log.wandb:
+        run.writers.append(WandbSink(config, run.run_dir))
+
+
+def _close(run: Run) -> None:
+    if run.bar is not None:
+        run.bar.close()
+    for writer in run.writers:
+        writer.close()
+    run.checkpoints.close()
+    if run.best is not None:
+        run.best.close()
+
+
+def _next_stop(run: Run, events: List[Event], chunk: int) -> int:
+    """Updates in the next chunk: at most `chunk`, ending on the next periodic event's update
+    and at the end of the run."""
+    stops = [run.config.num_updates]
+    stops += [(run.update // e.every + 1) * e.every for e in events if e.every > 0]
+    return min(chunk, min(stops) - run.update)
+
+
+def _train(run: Run, events: List[Event], chunk: int) -> None:
+    """Chunks of at most `chunk` updates until the run ends or an event ends it; after each,
+    the events that are due, in order (`_handle`)."""
+    with _CtrlC() as ctrl_c:
+        while run.update < run.config.num_updates and run.status == "completed":
+            _handle(run, events, _run_chunk(run, _next_stop(run, events, chunk), ctrl_c))
+
+
+def _handle(run: Run, events: List[Event], chunk: Chunk) -> None:
+    """The chunk's events, each when due, until one ends the run (the NaN guard, Ctrl-C).
+    After an event's `request_stop`, the earlier events not handled that are due at the run's
+    end run first (the final evaluation), then the rest. An event that raises ends the run,
+    in a single process once what trained is kept (`_keep_work`; a checkpoint is a
+    collective, and with several processes the others may not be at this event)."""
+    import jax
+
+    handled = set()
+    for position, event in enumerate(events):
+        if run.status not in ("completed", "stopped"):
+            break
+        stopping = run.stopped_by is not None
+        if event.due(run, chunk):
+            try:
+                event.handle(run, chunk)
+            except Exception:
+                if jax.process_count() == 1:  # else the others are not here to save
+                    _keep_work(run, chunk, events[position + 1:])
+                raise
+            handled.add(position)
+        if run.stopped_by is not None and not stopping:  # this event ended the run
+            for i, earlier in enumerate(events[:position]):
+                if i not in handled and earlier.due(run, chunk):
+                    earlier.handle(run, chunk)
+
+
+def _keep_work(run: Run, chunk: Chunk, rest: List[Event]) -> None:
+    """After an event raised: the events of `rest` that keep what trained (the chunk's rows,
+    a checkpoint of its end), so that `resume=true` goes on from there."""
+    chunk.failed = True
+    for event in rest:
+        if event.keeps_work and event.due(run, chunk):
+            event.handle(run, chunk)
+    if run.checkpoints.latest() == run.update:
+        log.error("failed after update %d, checkpoint saved: continue with resume=true "
+                  "hydra.run.dir=%s", run.update, run.run_dir)
+
+
+class _CtrlC:
+    """Ctrl-C asks the run to stop at the next chunk boundary; a second one exits at once."""
+
+    def __init__(self):
+        self.requested = False
+
+    def __enter__(self):
+        self._previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def _handle(self, signum, frame):
+        self.requested = True
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        log.warning("interrupted: stopping after this chunk (Ctrl-C again to exit at once)")
+
+    def __exit__(self, *exc):
+        signal.signal(signal.SIGINT, self._previous)
+
+
+def _run_chunk(run: Run, num: int, ctrl_c: _CtrlC) -> Chunk:
+    """Runs `num` updates and keeps those before the first non-finite one (the NaN guard)."""
+    import jax
+    import numpy as np
+
+    from purerl.distributed import any_process, to_host
+    from purerl.logging.sinks import metrics_rows
+    from purerl.sweep import is_sweep, per_member_rows
+
+    tick = time.perf_counter()
+    state, metrics = run.programs.run_chunk(run.state, np.int32(num))
+    metrics = jax.tree.map(lambda x: np.asarray(x)[:, :num], to_host(metrics))
+    run.train_s += time.perf_counter() - tick
+    stop_requested = any_process(ctrl_c.requested)  # every process stops at the same chunk
+    flags = np.bitwise_or.reduce(metrics.nonfinite, axis=0)  # [num], over seeds
+    good = int(np.argmax(flags != 0)) if flags.any() else num
+    metrics = jax.tree.map(lambda x: x[:, :good], metrics)
+    rows = metrics_rows(metrics, run.update + 1, run.config.batch_size)
+    if is_sweep(run.config):
+        for row, members in zip(rows, per_member_rows(metrics.episode_return_sum,
+                                                      metrics.episode_count, run.config.num_seeds)):
+            row.update(members)
+    chunk = Chunk(run.update, rows, stop_requested, int(flags[good]) if good < num else 0)
+    run.history.extend(metrics)
+    run.state, run.update = state, run.update + good
+    return chunk
+
+
+def _finish(run: Run) -> Dict:
+    """The final plot and summary.json, and the run's last log lines; returns the summary."""
+    from purerl.checkpoint import CHECKPOINTS, Checkpoints
+    from purerl.distributed import writes_files
+    from purerl.logging.sinks import write_summary
+    from purerl.events import plot_learning_curve
+    from purerl.summary import run_summary
+
+    if run.status == "nonfinite":
+        kept = Checkpoints(run.run_dir / CHECKPOINTS).latest()
+        run.failure = (f"{run.failure}: stopped; metrics.jsonl keeps updates 1-{run.update}"
+                       + (f", checkpoints/{kept} is the last good checkpoint" if kept else ""))
+    summary = run_summary(run)
+    if writes_files():
+        plot_learning_curve(run)
+        write_summary(run.run_dir, summary)
+    if run.status == "interrupted":
+        log.warning("stopped at update %d of %d; checkpoint saved: continue with resume=true "
+                    "hydra.run.dir=%s", run.update, run.config.num_updates, run.run_dir)
+    if run.status not in ("completed", "stopped"):
+        return summary
+    log.info("final return %s | eval %s | compile %.1f s | train %.1f s | %s steps/s",
+             summary["final_return"], summary["eval_return"], summary["compile_s"],
+             run.train_s, f"{summary['sps']:,.0f}")
+    if "best" in summary:
+        from purerl.sweep import point_label
+
+        best = summary["best"]
+        log.info("best of %d %sgrid points: %s, final return %s (seeds: %s)",
+                 len(summary["combinations"]), "starting " if "pbt" in summary else "",
+                 point_label(best["hparams"]),
+                 best["final_return"], best["final_return_per_seed"])
+    return summary

@@ -1,0 +1,115 @@
+"""`purerl.run` from Python with events of a user's: what an event sees, rows it adds, a stop
+it asks for (and the run resumed after it), and `stop_at_return` on the command line."""
+
+import json
+
+import numpy as np
+import pytest
+from conftest import run_cli, tiny_config
+
+import purerl
+from purerl.checkpoint import CHECKPOINTS, Checkpoints
+from purerl.compiling import ProgramCache
+from purerl.events import Event
+
+
+def _rows(run_dir):
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def cache():
+    """The runs below differ only in host-side settings: one compile serves them all."""
+    return ProgramCache()
+
+
+def _config(**overrides):
+    return tiny_config(**{"log.progress": False, "log.tensorboard": False,
+                          "eval.num_episodes": 2, "checkpoint.every": 4, **overrides})
+
+
+class Recorder(Event):
+    """Every 2 updates: records what it sees and adds a metric of its own to the row."""
+
+    every = 2
+
+    def __init__(self):
+        self.seen = []
+
+    def handle(self, run, chunk):
+        kernel = np.asarray(run.state.params["params"]["towers"]["kernel_0"])  # [M, 2, 4, 16]
+        self.seen.append((run.update, run.env_steps, chunk.rows[-1]["update"], kernel.shape))
+        chunk.rows[-1]["custom/param_norm"] = float(np.linalg.norm(kernel))
+
+
+class StopAt(Event):
+    """Asks the run to stop once it reaches `update`."""
+
+    def __init__(self, update):
+        self.update = update
+
+    def handle(self, run, chunk):
+        if run.update >= self.update:
+            run.request_stop(self.name)
+
+
+def test_an_event_sees_the_run_and_its_rows_are_logged(tmp_path, cache):
+    recorder = Recorder()
+    summary = purerl.run(_config(), tmp_path, events=[recorder], cache=cache)
+    assert summary["status"] == "completed" and summary["updates"] == 8
+    batch = 4 * 16
+    assert recorder.seen == [(u, u * batch, u, (1, 2, 4, 16)) for u in (2, 4, 6, 8)]
+    logged = {r["update"]: r for r in _rows(tmp_path)}
+    assert [u for u in logged if "custom/param_norm" in logged[u]] == [2, 4, 6, 8]
+    assert all(logged[u]["custom/param_norm"] > 0 for u in (2, 4, 6, 8))
+
+
+def test_a_stop_ends_the_run_cleanly_and_resume_trains_on(tmp_path, cache):
+    """Stopped after update 3 (no event due there): the final evaluation, the row and a
+    checkpoint of update 3 are written; resumed, the run trains to the end, and its updates
+    are those of a run that never stopped."""
+    stopped = tmp_path / "stopped"
+    summary = purerl.run(_config(), stopped, events=[StopAt(3)], cache=cache)
+    assert summary["status"] == "stopped" and summary["stopped_by"] == "StopAt"
+    assert summary["updates"] == 3 and summary["eval_return"] is not None
+    rows = _rows(stopped)
+    assert [r["update"] for r in rows] == [1, 2, 3] and "eval_return/1.0" in rows[-1]
+    assert Checkpoints(stopped / CHECKPOINTS).latest() == 3
+    written = json.loads((stopped / "summary.json").read_text())
+    assert written["status"] == "stopped" and written["stopped_by"] == "StopAt"
+
+    import dataclasses
+
+    resumed = purerl.run(dataclasses.replace(_config(), resume=True), stopped, cache=cache)
+    assert resumed["status"] == "completed" and resumed["updates"] == 8
+    whole = tmp_path / "whole"
+    purerl.run(_config(), whole, cache=cache)
+    losses = lambda rows: [(r["update"], r["policy_loss"], r["value_loss"]) for r in rows]  # noqa: E731
+    assert losses(_rows(stopped)) == losses(_rows(whole))
+
+
+def test_stop_at_return_on_the_command_line(tmp_path):
+    """CartPole's first updates end episodes of return >= 5: the run stops after the first
+    logged update (every 2nd), exit code 0, resumable."""
+    result = run_cli("+env=cartpole", "ppo.num_steps=16", "ppo.num_epochs=1",
+                     "ppo.num_minibatches=1", "network.hidden_sizes=[8,8]", "log.progress=false",
+                     "total_timesteps=2048", "log_every=2", "stop_at_return=5",
+                     "eval.num_episodes=2", f"hydra.run.dir={tmp_path}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["status"] == "stopped" and summary["stopped_by"] == "stop_at_return"
+    assert summary["updates"] == 2 and summary["eval_return"] is not None
+    assert _rows(tmp_path)[-1]["episode_return"] >= 5
+    assert Checkpoints(tmp_path / CHECKPOINTS).latest() == 2
+
+
+def test_stop_at_return_after_an_evaluation(tmp_path, cache):
+    """With evaluations every 2 updates, only an evaluation's mean return counts: never
+    reached, the run completes; reached, it stops at that evaluation."""
+    never = purerl.run(_config(**{"eval.every": 2, "stop_at_return": 1e9}), tmp_path / "never",
+                       cache=cache)
+    assert never["status"] == "completed" and never["updates"] == 8
+    summary = purerl.run(_config(**{"eval.every": 2, "stop_at_return": 1.0}), tmp_path / "met",
+                         cache=cache)
+    assert summary["status"] == "stopped" and summary["updates"] == 2
+    assert summary["stopped_by"] == "stop_at_return"
