@@ -1,9 +1,9 @@
 """The agent: what training and evaluation share about acting in the envs.
 
-`make_agent(config, env, env_params) -> Agent`: the env's action spec, the policy's
-distribution, the network, and the env as the trainer steps it (wrapped: auto-reset, one-hot,
-frame stack, episode stats), vmapped over envs; `Agent.policy_step` acts with or without a
-recurrent policy's `Memory`.
+`make_agent(config, env, env_params, network=None) -> Agent`: the env's action spec, the
+policy's distribution, the network (purerl's, or a user's), and the env as the trainer steps it
+(wrapped: auto-reset, one-hot, frame stack, episode stats), vmapped over envs;
+`Agent.policy_step` acts with or without a recurrent policy's `Memory`.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 from typing import Callable, NamedTuple, Optional, Tuple
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -20,7 +21,8 @@ from purerl.distributions import ActionDistribution
 from purerl.envs import check_env, takes_drawn_resets, wrap_env
 from purerl.envs.normalization import network_input
 from purerl.envs.suites.base import action_mask_from_obs
-from purerl.networks import ActorCritic, ActorCriticBase, make_network
+from purerl.networks import UserNetwork, make_network
+from purerl.plan import ExecutionPlan, execution_plan
 from purerl.recurrent import RecurrentActorCritic
 from purerl.spaces import ActionSpec
 
@@ -36,7 +38,8 @@ class Agent(NamedTuple):
     spec: ActionSpec
     obs_shape: Tuple[int, ...]  # of the wrapped env's observations
     policy: ActionDistribution
-    network: ActorCriticBase  # ActorCritic, or a RecurrentActorCritic (`recurrent`)
+    # ActorCritic, RecurrentActorCritic (`recurrent`) or UserActorCritic (purerl.networks)
+    network: nn.Module
     # (obs_stats, obs [..., *obs_shape]) -> the network's input: standardized with the running
     # statistics when env.normalize_obs, else obs itself
     observe: Callable
@@ -45,6 +48,7 @@ class Agent(NamedTuple):
     # (from `draw_resets`, or None to draw them inside) are the base env's (obs, state) [B]
     step_envs: Callable
     draw_resets: Optional[Callable]  # (keys [B], env_params) -> resets; None: env can't take them
+    plan: ExecutionPlan  # the faster paths that the rollout and learner take
     # > 0: the env appends its action mask to its observations (`purerl.envs.suites.base`);
     # the policy gives illegal actions no probability
     action_mask_size: int = 0
@@ -87,23 +91,38 @@ class Agent(NamedTuple):
                                                           memory.first)
             return self.masked(policy_out, mask), value, carry
         if self.network.shared:  # one trunk gives both
-            policy_out, value = self.network.apply(params, network_obs)
+            policy_out, value = self.network.apply(params, network_obs)[:2]
             return self.masked(policy_out, mask), value, None
-        policy_out = self.network.apply(params, network_obs, method=ActorCritic.policy)
+        policy_out = self.network.apply(params, network_obs, method="policy")
         return self.masked(policy_out, mask), None, None
 
 
-def make_agent(config: Config, env, env_params) -> Agent:
-    """Checks the env's spaces (raises ConfigError) and builds the shared pieces."""
-    spec = check_env(env, env_params, config)
+def make_agent(config: Config, env, env_params, network: Optional[UserNetwork] = None,
+               plan: Optional[ExecutionPlan] = None) -> Agent:
+    """The agent of `env`: checks its spaces and builds the shared pieces (raises ConfigError).
+
+    Args:
+        config: the run's settings (`env` and `network` are read).
+        env, env_params: the unwrapped env (`purerl.envs.make_env`).
+        network: a user's network given from Python (a flax module, or a factory as
+            `network.factory` names one); default: what `config.network` describes.
+        plan: the execution plan of the programs the agent is part of (default: the default
+            backend's, `purerl.plan.execution_plan`).
+    """
+    spec = check_env(env, env_params, config.env.name)
+    plan = execution_plan() if plan is None else plan
     wrapped = wrap_env(env, config.env, env_params)
     obs_space = wrapped.observation_space(env_params)
+    bounds = None  # of what the network reads: a quantizing torso scales by them
+    if config.network.vocab_size:
+        clip = config.env.clip_obs
+        bounds = (-clip, clip) if config.env.normalize_obs else (obs_space.low, obs_space.high)
     draw_resets = None
     if takes_drawn_resets(env):
         draw_resets = jax.vmap(env.reset_env, in_axes=(0, None))
     return Agent(spec, tuple(obs_space.shape), ActionDistribution(spec),
-                 make_network(config, spec, obs_space),
+                 make_network(config.network, spec, obs_space.shape, bounds, network, plan),
                  functools.partial(network_input, config.env),
                  jax.vmap(wrapped.reset, in_axes=(0, None)),
                  jax.vmap(wrapped.step, in_axes=(0, 0, 0, None, 0)),
-                 draw_resets, getattr(env, "action_mask_size", 0))
+                 draw_resets, plan, getattr(env, "action_mask_size", 0))

@@ -1,392 +1,27 @@
-"""Torsos and the actor-critic: a shared trunk with two heads, or two separate towers."""
+"""The actor-critic networks: purerl's own (a shared trunk with two heads, or two separate
+towers; with a memory, `purerl.recurrent`), a user's network (`network.factory`), and
+`make_network`, which builds the one the settings describe."""
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import math
-from typing import Any, Callable, Iterator, Optional, Sequence, Tuple
+from typing import Any, Callable, Optional, Sequence, Tuple, Union
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
-from flax import struct
-from flax.core import meta
 
-from purerl.config import Config, ConfigError
-from purerl.parallel import cpu_backend
+from purerl.config import ConfigError, NetworkConfig
+from purerl.layers import MLP, TOWER_KERNELS, ActorCriticBase, conv_output_size, dense
+from purerl.plan import PLAIN, ExecutionPlan
+from purerl.plugins import load_callable
+from purerl.recurrent import RecurrentActorCritic
 from purerl.spaces import ActionSpec
 
-ACTIVATION_FNS: dict[str, Callable[[jax.Array], jax.Array]] = {
-    "tanh": jnp.tanh,
-    "relu": nn.relu,
-    "gelu": nn.gelu,
-    "swish": nn.swish,
-    "silu": nn.silu,
-    "elu": nn.elu,
-    "leaky_relu": nn.leaky_relu,
-    "sigmoid": nn.sigmoid,
-    "softplus": nn.softplus,
-}
-
-
-class Orthogonal(struct.PyTreeNode, meta.AxisMetadata):
-    """A kernel `[*towers, in, out]` that `orthogonal` leaves for `init_params`' one draw to fill:
-    zeros of its shape until then, and its gain (`scale`). Each of its `batch_ndim` leading axes
-    indexes a separate kernel of its own `[in, out]`; `scale` and `columns` may give one entry
-    per kernel. `columns`: only that many leading columns of a kernel are drawn (an orthogonal
-    `[in, columns]` kernel), the rest stay zero (default: all)."""
-
-    value: jax.Array
-    scale: Any = struct.field(pytree_node=False)
-    batch_ndim: int = struct.field(pytree_node=False, default=0)
-    columns: Any = struct.field(pytree_node=False, default=None)
-
-    def matrices(self) -> list:
-        """`(gain, drawn columns)` of each `[in, out]` kernel, in order."""
-        num = math.prod(self.value.shape[:self.batch_ndim])
-        columns = self.value.shape[-1] if self.columns is None else self.columns
-        return list(zip(np.broadcast_to(self.scale, num).tolist(),
-                        np.broadcast_to(columns, num).tolist()))
-
-    @property
-    def normal_size(self) -> int:
-        return self.value.shape[-2] * sum(columns for _, columns in self.matrices())
-
-    def assemble(self, kernels: Sequence[jax.Array]) -> jax.Array:
-        """The whole kernel `[*towers, in, out]` of one `[in, columns]` matrix per kernel (in
-        `matrices()`' order), each zero-padded to `out` columns."""
-        cols = self.value.shape[-1]
-        return jnp.stack([jnp.pad(kernel, ((0, 0), (0, cols - kernel.shape[1])))
-                          for kernel in kernels]).reshape(self.value.shape)
-
-    def unbox(self) -> jax.Array:
-        return self.value
-
-    def replace_boxed(self, val) -> "Orthogonal":
-        return self.replace(value=val)
-
-    def add_axis(self, index, params) -> "Orthogonal":
-        return self
-
-    def remove_axis(self, index, params) -> "Orthogonal":
-        return self
-
-
-# True only while `init_params` runs its one-draw path's `module.init`.
-_LEAVE_KERNELS_IN_BOXES = contextvars.ContextVar("purerl_leave_kernels_in_boxes", default=False)
-
-
-@contextlib.contextmanager
-def _kernels_left_in_boxes() -> Iterator[None]:
-    token = _LEAVE_KERNELS_IN_BOXES.set(True)
-    try:
-        yield
-    finally:
-        _LEAVE_KERNELS_IN_BOXES.reset(token)
-
-
-def orthogonal(scale, batch_ndim: int = 0, columns=None) -> Callable:
-    """A flax kernel initializer: orthogonal `[*towers, in, out]` kernels of gain `scale` (as for
-    `Orthogonal`: `batch_ndim` leading axes of separate kernels, a gain and a number of drawn
-    columns per kernel), each drawn by `jax.nn.initializers.orthogonal` from a key of its own.
-    Inside `init_params`' one-draw path it gives an `Orthogonal` box of zeros instead."""
-
-    def init(key: jax.Array, shape, dtype=jnp.float32):
-        box = Orthogonal(jnp.zeros(shape, dtype), scale, batch_ndim, columns)
-        if _LEAVE_KERNELS_IN_BOXES.get():
-            return box
-        rows = shape[-2]
-        keys = jax.random.split(key, len(box.matrices()))
-        return box.assemble([jax.nn.initializers.orthogonal(gain)(k, (rows, cols), dtype)
-                             for k, (gain, cols) in zip(keys, box.matrices())])
-
-    return init
-
-
-def _orthogonal_from_normal(normal: jax.Array, scale: float) -> jax.Array:
-    """`jax.nn.initializers.orthogonal(scale)` for an `[in, out]` kernel, of a given normal
-    sample of the kernel's size: the Q of a QR, its columns' signs those of R's diagonal."""
-    rows, cols = normal.shape
-    q, r = jnp.linalg.qr(normal.reshape(max(rows, cols), min(rows, cols)))
-    q = q * jnp.sign(jnp.diagonal(r))
-    return scale * (q.T if rows < cols else q)
-
-
-def _is_box(x) -> bool:
-    return isinstance(x, Orthogonal)
-
-
-def _one_draw(one_draw: Optional[bool]) -> bool:
-    return cpu_backend() if one_draw is None else one_draw
-
-
-def kernel_normal_size(module: nn.Module, *example_args, one_draw: Optional[bool] = None) -> int:
-    """How many standard normal numbers `init_params` draws for `module`'s orthogonal kernels
-    (a static count, from the shapes alone); 0 on the plain path (`one_draw` as there)."""
-    if not _one_draw(one_draw):
-        return 0
-    with _kernels_left_in_boxes():
-        variables = jax.eval_shape(lambda: module.init(jax.random.key(0), *example_args))
-    return sum(leaf.normal_size for leaf in jax.tree.leaves(variables, is_leaf=_is_box)
-               if _is_box(leaf))
-
-
-def init_params(module: nn.Module, key: jax.Array, *example_args,
-                normal: Optional[jax.Array] = None, one_draw: Optional[bool] = None) -> Any:
-    """`module.init(key, *example_args)`: the same tree, its `orthogonal` kernels of the same
-    distribution; on XLA:CPU (`one_draw=None`; True or False forces a path) all drawn at once.
-
-    The one-draw path: `module.init` leaves each kernel in an `Orthogonal` box; one normal
-    sample of all the kernels' sizes (`normal [kernel_normal_size(...)]`, drawn from `key`
-    when not given) fills them, one QR per `[in, out]` matrix. flax's own init draws each
-    kernel from a key of its own, and on CPU every draw and key derivation is a kernel for XLA
-    to compile (the init was a third of the training program's compile time; this saved about
-    1.2 s). Each QR runs unbatched: on several CPU devices a batched LAPACK QR waits for pool
-    threads that are all busy (a hang seen with 2 forced devices on 2 cores). The plain path is
-    `module.init` itself; it takes no `normal` (`kernel_normal_size` is 0 there).
-    """
-    if not _one_draw(one_draw):
-        if normal is not None and normal.size:
-            raise ValueError(f"init_params' plain path draws no normal sample; got {normal.size}")
-        return module.init(key, *example_args)
-    # flax folds each parameter's name into `key` before drawing: the same key serves both.
-    with _kernels_left_in_boxes():
-        variables = module.init(key, *example_args)
-    leaves, treedef = jax.tree.flatten(variables, is_leaf=_is_box)
-    boxes = [leaf for leaf in leaves if _is_box(leaf)]
-    sizes = [box.normal_size for box in boxes]
-    if normal is None:
-        normal = jax.random.normal(key, (sum(sizes),))
-    normals = jnp.split(normal, np.cumsum(sizes)[:-1])
-    drawn = iter(_draw_kernel(box, normal) for box, normal in zip(boxes, normals))
-    return jax.tree.unflatten(treedef, [next(drawn) if _is_box(leaf) else leaf
-                                        for leaf in leaves])
-
-
-def _draw_kernel(box: Orthogonal, normal: jax.Array) -> jax.Array:
-    """`box`'s kernel from `normal [box.normal_size]`, its matrices' samples one after another."""
-    rows = box.value.shape[-2]
-    kernels, start = [], 0
-    for scale, columns in box.matrices():
-        kernels.append(_orthogonal_from_normal(
-            normal[start:start + rows * columns].reshape(rows, columns), scale))
-        start += rows * columns
-    return box.assemble(kernels)
-
-
-def _dense(features: int, scale: float) -> nn.Dense:
-    return nn.Dense(features, kernel_init=orthogonal(scale), bias_init=nn.initializers.zeros)
-
-
-# A flax collection of one tower's kernels of a batched MLP, sliced out of its `[K, in, out]`
-# kernels ahead of a loop (`with_policy_kernels`): `MLP(x, tower)` reads them instead of slicing
-# the kernels itself, which inside a loop (the rollout's scan) XLA does at every step.
-TOWER_KERNELS = "tower_kernels"
-
-
-class MLP(nn.Module):
-    """Dense layers with orthogonal init (gain sqrt 2): `[N, D] -> [N, hidden_sizes[-1]]`.
-
-    With `num_towers = K > 1`, K separate MLPs of the same sizes over the same input, run as one
-    batched MLP: `[N, D] -> [K, N, hidden_sizes[-1]]`, kernels `[K, in, out]`. Each tower is
-    initialized and trained as its own MLP would be; batching halves the kernel calls of two
-    towers, which is most of their cost at small batch sizes. `head_sizes` (one per tower)
-    adds a linear head to each tower, batched too: `[K, N, max(head_sizes)]`, tower k's head
-    orthogonal with gain `head_scales[k]` in its first `head_sizes[k]` columns, the other
-    columns zero (their outputs are not to be used: they get no gradient and stay zero).
-    """
-
-    hidden_sizes: Sequence[int]
-    activation: str = "tanh"
-    num_towers: int = 1
-    head_sizes: Sequence[int] = ()
-    head_scales: Sequence[float] = ()
-
-    @nn.compact
-    def __call__(self, x: jax.Array, tower: Optional[int] = None) -> jax.Array:
-        """`tower`: run only that tower of a batched MLP, `[N, D] -> [N, hidden_sizes[-1]]`
-        (or the head's width)."""
-        act = ACTIVATION_FNS[self.activation]
-        if self.num_towers == 1:
-            for size in self.hidden_sizes:
-                x = act(_dense(size, np.sqrt(2.0))(x))
-            return x
-        if tower is None:
-            x = jnp.broadcast_to(x, (self.num_towers, *x.shape))
-        layers = [(f"_{i}", size, orthogonal(np.sqrt(2.0), batch_ndim=1), act)
-                  for i, size in enumerate(self.hidden_sizes)]
-        if self.head_sizes:
-            layers.append(("_head", max(self.head_sizes),
-                           orthogonal(tuple(self.head_scales), 1, tuple(self.head_sizes)),
-                           lambda h: h))
-        for suffix, size, kernel_init, layer_act in layers:
-            kernel = self.param(f"kernel{suffix}", kernel_init,
-                                (self.num_towers, x.shape[-1], size))
-            bias = self.param(f"bias{suffix}", nn.initializers.zeros, (self.num_towers, 1, size))
-            if tower is None:
-                x = layer_act(jnp.einsum("knd,kdh->knh", x, kernel) + bias)
-            else:
-                name = f"kernel{suffix}_{tower}"
-                if self.has_variable(TOWER_KERNELS, name):  # sliced ahead: see with_policy_kernels
-                    kernel = self.get_variable(TOWER_KERNELS, name)
-                else:
-                    kernel = kernel[tower]
-                x = layer_act(x @ kernel + bias[tower])
-        return x
-
-
-def conv_output_size(size: int, kernel_size: int, strides: int, padding: str) -> int:
-    """A convolution's output length along one spatial axis of length `size`: SAME
-    `ceil(size / strides)`; VALID `floor((size - kernel_size) / strides) + 1`, below 1 when
-    the input is smaller than the kernel."""
-    if padding == "SAME":
-        return -(-size // strides)
-    return (size - kernel_size) // strides + 1
-
-
-def image_patches(x: jax.Array, kernel_size: int, strides: int, padding: str) -> jax.Array:
-    """The k x k patches a convolution reads: `[N, H, W, C] -> [N, H', W', k * k * C]` (`H'`,
-    `W'` as `conv_output_size`), each patch's features ordered as an HWIO kernel's rows.
-
-    Built from shifted slices, so a convolution becomes one matmul. SAME pads as
-    `lax.conv_general_dilated` does (the odd padding row or column at the end).
-    """
-    _, height, width, _ = x.shape
-    out_h, out_w = (conv_output_size(size, kernel_size, strides, padding)
-                    for size in (height, width))
-    pad_h = max((out_h - 1) * strides + kernel_size - height, 0)
-    pad_w = max((out_w - 1) * strides + kernel_size - width, 0)
-    x = jnp.pad(x, ((0, 0), (pad_h // 2, pad_h - pad_h // 2), (pad_w // 2, pad_w - pad_w // 2),
-                    (0, 0)))
-    return jnp.concatenate(
-        [x[:, i:i + (out_h - 1) * strides + 1:strides, j:j + (out_w - 1) * strides + 1:strides]
-         for i in range(kernel_size) for j in range(kernel_size)], axis=-1)
-
-
-class Conv(nn.Module):
-    """One convolution with orthogonal init (gain sqrt 2), zero bias:
-    `[N, H, W, C] -> [N, H', W', features]` (`H'`, `W'` as `conv_output_size`).
-
-    Its kernel is `[k * k * C, features]`, an HWIO kernel's rows flattened. On XLA:CPU it is one
-    matmul over `image_patches`, which runs faster there than XLA:CPU's convolutions and their
-    gradients (Breakout-MinAtar's training program, 16 envs: about 3,900 env steps/s against
-    820 with `lax.conv_general_dilated`, the same compile time); other backends run
-    `lax.conv_general_dilated`. `patch_matmul` forces one path (default: `cpu_backend()`).
-    """
-
-    features: int
-    kernel_size: int
-    strides: int
-    padding: str  # SAME or VALID
-    patch_matmul: Optional[bool] = None
-
-    @nn.compact
-    def __call__(self, x: jax.Array) -> jax.Array:
-        k, channels = self.kernel_size, x.shape[-1]
-        kernel = self.param("kernel", orthogonal(np.sqrt(2.0)), (k * k * channels, self.features))
-        bias = self.param("bias", nn.initializers.zeros, (self.features,))
-        if cpu_backend() if self.patch_matmul is None else self.patch_matmul:
-            patches = image_patches(x, k, self.strides, self.padding)
-            y = jax.lax.dot_general(patches, kernel, (((patches.ndim - 1,), (0,)), ((), ())))
-        else:
-            y = jax.lax.conv_general_dilated(
-                x, kernel.reshape(k, k, channels, self.features), (self.strides, self.strides),
-                self.padding, dimension_numbers=("NHWC", "HWIO", "NHWC"))
-        return y + bias
-
-
-class CNN(nn.Module):
-    """Convolutions (one `Conv` per entry of `channels`, `kernel_sizes`, `strides` and
-    `padding`), flattened, then an MLP: `[N, H, W, C] -> [N, hidden_sizes[-1]]`."""
-
-    channels: Sequence[int]
-    kernel_sizes: Sequence[int]
-    strides: Sequence[int]
-    padding: Sequence[str]
-    hidden_sizes: Sequence[int]
-    activation: str = "relu"
-
-    @nn.compact
-    def __call__(self, x: jax.Array) -> jax.Array:
-        act = ACTIVATION_FNS[self.activation]
-        layers = zip(self.channels, self.kernel_sizes, self.strides, self.padding, strict=True)
-        for i, layer in enumerate(layers):
-            # `Dense_i`: the names these layers had as `nn.Dense` over patches (the same tree).
-            x = act(Conv(*layer, name=f"Dense_{i}")(x))
-        return MLP(self.hidden_sizes, self.activation)(x.reshape(x.shape[0], -1))
-
-
-UNBOUNDED = 1e30  # an observation bound at least this large counts as infinite
-
-
-class Tokenizer(nn.Module):
-    """The serialized representation (trax's `policy_and_value_vocab_size`): each observation
-    dimension is quantized into `vocab_size` tokens and embedded. `[N, D] -> [N, D * embed_dim]`.
-
-    Bounded dimensions are scaled by their bounds; unbounded ones are squashed with tanh first.
-    """
-
-    low: Sequence[float]  # [D] observation bounds, flattened
-    high: Sequence[float]
-    vocab_size: int
-    embed_dim: int
-
-    @nn.compact
-    def __call__(self, x: jax.Array) -> jax.Array:
-        low, high = np.asarray(self.low, np.float64), np.asarray(self.high, np.float64)
-        bounded = (np.abs(low) < UNBOUNDED) & (np.abs(high) < UNBOUNDED) & (high > low)
-        scale = np.where(bounded, high - low, 1.0)
-        unit = jnp.where(bounded, (x - np.where(bounded, low, 0.0)) / scale,
-                         0.5 * (jnp.tanh(x) + 1.0))
-        tokens = jnp.clip(jnp.floor(unit * self.vocab_size), 0, self.vocab_size - 1)
-        # One-hot times the table rather than a gather: its gradient is a matmul, not a scatter.
-        one_hot = jax.nn.one_hot(tokens.astype(jnp.int32), self.vocab_size)  # [N, D, V]
-        table = self.param("embedding", nn.initializers.normal(1.0),
-                           (len(self.low), self.vocab_size, self.embed_dim))
-        return jnp.einsum("ndv,dve->nde", one_hot, table).reshape(x.shape[0], -1)
-
-
-class ActorCriticBase(nn.Module):
-    """What every actor-critic shares: the settings of its torso and heads, the torso they
-    describe, and the shaping of observations and policy outputs."""
-
-    num_outputs: int
-    hidden_sizes: Sequence[int] = (64, 64)
-    activation: str = "tanh"
-    shared: bool = False
-    gaussian: bool = False
-    conv_channels: Sequence[int] = ()  # non-empty: a CNN torso over `[H, W, C]` observations
-    conv_kernels: Sequence[int] = ()  # per convolution, as conv_channels: square kernel size
-    conv_strides: Sequence[int] = ()  # per convolution: stride
-    conv_padding: Sequence[str] = ()  # per convolution: SAME or VALID
-    vocab_size: int = 0  # > 0: the serialized representation (needs obs_low / obs_high)
-    embed_dim: int = 16
-    obs_low: Sequence[float] = ()
-    obs_high: Sequence[float] = ()
-
-    def _torso(self) -> nn.Module:
-        if self.conv_channels:
-            return CNN(self.conv_channels, self.conv_kernels, self.conv_strides, self.conv_padding,
-                       self.hidden_sizes, self.activation)
-        mlp = MLP(self.hidden_sizes, self.activation)
-        if self.vocab_size:
-            return nn.Sequential([Tokenizer(self.obs_low, self.obs_high, self.vocab_size,
-                                            self.embed_dim), mlp])
-        return mlp
-
-    def _flat(self, obs: jax.Array, batch_ndim: int) -> jax.Array:
-        """`[*batch, *obs_shape]` -> `[N, D]` (MLP) or `[N, H, W, C]` (CNN; `[H, W]` gains C=1)."""
-        batch, obs_shape = obs.shape[:batch_ndim], obs.shape[batch_ndim:]
-        if not self.conv_channels:
-            return obs.reshape(math.prod(batch), -1).astype(jnp.float32)
-        image = obs_shape if len(obs_shape) == 3 else (*obs_shape, 1)
-        return obs.reshape(math.prod(batch), *image).astype(jnp.float32)
-
-    def _policy_out(self, head: jax.Array, batch: Tuple[int, ...]) -> Any:
-        head = head.reshape(*batch, -1)
-        return (head, jnp.broadcast_to(self.log_std, head.shape)) if self.gaussian else head
+# A user's network from Python: the flax module itself, or a factory
+# `(obs_shape, action_spec, network_config) -> module` (what `network.factory` names).
+UserNetwork = Union[nn.Module, Callable[[Tuple[int, ...], ActionSpec, NetworkConfig], nn.Module]]
 
 
 class ActorCritic(ActorCriticBase):
@@ -415,8 +50,8 @@ class ActorCritic(ActorCriticBase):
             self.policy_torso = self._torso()
             if not self.shared:
                 self.value_torso = self._torso()
-            self.policy_head = _dense(self.num_outputs, 0.01)
-            self.value_head = _dense(1, 1.0)
+            self.policy_head = dense(self.num_outputs, 0.01)
+            self.value_head = dense(1, 1.0)
         if self.gaussian:
             self.log_std = self.param("log_std", nn.initializers.zeros, (self.num_outputs,))
 
@@ -454,6 +89,84 @@ class ActorCritic(ActorCriticBase):
         return value.reshape(obs.shape[:batch_ndim])
 
 
+class UserActorCritic(nn.Module):
+    """A user's flax module as purerl's actor-critic. The module maps float32 observations
+    `[B, *obs_shape]` to `(policy_out, value, *extras)`: `policy_out` the logits
+    `[B, num_outputs]` of a categorical policy (factorized over its controls) or the mean
+    `[B, num_outputs]` of a Gaussian one, `value` `[B]`; `extras` (anything more) reach the
+    loss terms. A Gaussian policy's state-independent log-std is purerl's own parameter
+    (`log_std`, beside the module's params under `network`).
+    """
+
+    network: nn.Module
+    num_outputs: int
+    gaussian: bool = False
+    shared = True  # one call gives the policy and the value
+
+    @nn.compact
+    def __call__(self, obs: jax.Array, batch_ndim: int = 1) -> Tuple[Any, ...]:
+        """`[*batch, *obs_shape]` -> `(policy output, value [*batch], *extras)`; a Gaussian
+        policy's output is `(mean, log_std)`, each `[*batch, num_outputs]`."""
+        batch = obs.shape[:batch_ndim]
+        flat = obs.reshape(math.prod(batch), *obs.shape[batch_ndim:]).astype(jnp.float32)
+        policy_head, value, *extras = self.network(flat)
+        head = policy_head.reshape(*batch, -1)
+        if self.gaussian:
+            log_std = self.param("log_std", nn.initializers.zeros, (self.num_outputs,))
+            head = (head, jnp.broadcast_to(log_std, head.shape))
+        return (head, value.reshape(batch), *extras)
+
+    def policy(self, obs: jax.Array, batch_ndim: int = 1) -> Any:
+        """`__call__`'s policy output alone."""
+        return self(obs, batch_ndim)[0]
+
+    def value(self, obs: jax.Array, batch_ndim: int = 1) -> jax.Array:
+        """`__call__`'s value alone: `[*batch]`."""
+        return self(obs, batch_ndim)[1]
+
+
+def _user_actor_critic(label: str, user: UserNetwork, net: NetworkConfig, spec: ActionSpec,
+                       obs_shape: Tuple[int, ...]) -> UserActorCritic:
+    """The user's network (a module, or a factory called with the observation shape, the
+    action spec and the network settings), checked on a batch of 2 observations; raises
+    ConfigError naming the shapes when they are not what purerl needs."""
+    if net.rnn is not None:
+        raise ConfigError(f"network.rnn={net.rnn} and {label}: a user's network is "
+                          "feed-forward (env.frame_stack gives it a history); leave network.rnn "
+                          "null")
+    module = user
+    if not isinstance(user, nn.Module):
+        try:
+            module = user(tuple(obs_shape), spec, net)
+        except ConfigError:
+            raise
+        except Exception as error:
+            raise ConfigError(f"{label}: calling it failed: {' '.join(str(error).split())}") \
+                from None
+    if not isinstance(module, nn.Module):
+        raise ConfigError(f"{label} returned {type(module).__name__}, not a flax module")
+    gaussian = spec.kind == "gaussian"
+    obs = jax.ShapeDtypeStruct((2, *obs_shape), jnp.float32)
+    try:
+        outputs = jax.eval_shape(lambda o: module.init_with_output(jax.random.key(0), o)[0], obs)
+    except Exception as error:
+        raise ConfigError(f"{label}: its network fails on observations [2, "
+                          f"{', '.join(map(str, obs_shape))}]: {' '.join(str(error).split())}") \
+            from None
+    if not isinstance(outputs, (tuple, list)) or len(outputs) < 2:
+        raise ConfigError(f"{label}: its network returns {type(outputs).__name__}; purerl needs "
+                          "a tuple (policy_out, value, ...)")
+    want = ((2, spec.num_outputs), (2,))
+    got = tuple(tuple(getattr(x, "shape", ())) for x in outputs[:2])
+    if got != want:
+        what = "means" if gaussian else "logits"
+        raise ConfigError(
+            f"{label}: its network maps observations {list(obs.shape)} to policy output "
+            f"{list(got[0])} and value {list(got[1])}; purerl needs {what} {list(want[0])} "
+            f"and value {list(want[1])}")
+    return UserActorCritic(module, spec.num_outputs, gaussian)
+
+
 def with_policy_kernels(variables):
     """`variables` (flax's, `{"params": ...}`) with the policy tower's kernels of `ActorCritic`'s
     batched towers sliced out once (`TOWER_KERNELS`), for a loop that runs the policy at every
@@ -482,31 +195,52 @@ def _check_convolutions_fit(net, height: int, width: int) -> None:
         h, w = (conv_output_size(size, kernel, stride, padding) for size in (h, w))
 
 
-def make_network(config: Config, spec: ActionSpec, obs_space) -> ActorCriticBase:
-    """The actor-critic that `config.network` describes (a `RecurrentActorCritic` when
-    `network.rnn` names a cell), for `spec`'s actions and observations
-    of `obs_space` (whose bounds a quantizing torso uses, and whose `[H, W, ...]` shape a CNN's
-    convolutions must fit: raises ConfigError if not)."""
-    net = config.network
+def make_network(net: NetworkConfig, spec: ActionSpec, obs_shape: Sequence[int],
+                 obs_bounds: Optional[Tuple[Any, Any]] = None,
+                 network: Optional[UserNetwork] = None,
+                 plan: ExecutionPlan = PLAIN) -> nn.Module:
+    """The actor-critic the settings describe.
+
+    Args:
+        net: the `network` settings.
+        spec: the policy's actions.
+        obs_shape: the observations the network reads (the wrapped env's).
+        obs_bounds: `(low, high)` of what the network reads, each broadcastable to
+            `obs_shape`: the bounds a quantizing torso (`net.vocab_size`) scales by.
+        network: a user's network given from Python (a flax module or a factory), in place of
+            `net.factory`.
+        plan: the execution plan (`conv_patch_matmul`).
+
+    Returns:
+        A `UserActorCritic` around the user's network (`network`, or `net.factory`); else a
+        `RecurrentActorCritic` when `net.rnn` names a cell, else an `ActorCritic`. Raises
+        ConfigError when a CNN does not fit the observations or a user's network gives other
+        shapes than purerl needs.
+    """
+    obs_shape = tuple(obs_shape)
+    if network is not None or net.factory is not None:
+        label = "network.factory=" + net.factory if network is None else (
+            f"network={type(network).__name__}")
+        user = load_callable("network.factory", net.factory) if network is None else network
+        return _user_actor_critic(label, user, net, spec, obs_shape)
     if net.conv_channels:
-        _check_convolutions_fit(net, *obs_space.shape[:2])
+        if len(obs_shape) not in (2, 3):
+            raise ConfigError(
+                f"network.conv_channels={list(net.conv_channels)} (network=cnn) needs image "
+                f"observations [H, W] or [H, W, C]; the env gives shape {obs_shape}")
+        _check_convolutions_fit(net, *obs_shape[:2])
     bounds = {}
     if net.vocab_size:  # quantized within the bounds of what the network sees
-        clip = config.env.clip_obs
-        limits = ((-clip, clip) if config.env.normalize_obs
-                  else (obs_space.low, obs_space.high))
         bounds = {key: tuple(np.broadcast_to(np.asarray(limit, np.float64),
-                                             obs_space.shape).ravel().tolist())
-                  for key, limit in zip(("low", "high"), limits)}
+                                             obs_shape).ravel().tolist())
+                  for key, limit in zip(("low", "high"), obs_bounds)}
     settings = dict(num_outputs=spec.num_outputs, hidden_sizes=tuple(net.hidden_sizes),
                     activation=net.activation, shared=net.shared,
                     gaussian=spec.kind == "gaussian", conv_channels=tuple(net.conv_channels),
                     conv_kernels=tuple(net.conv_kernels), conv_strides=tuple(net.conv_strides),
                     conv_padding=tuple(net.conv_padding), vocab_size=net.vocab_size,
                     embed_dim=net.embed_dim, obs_low=bounds.get("low", ()),
-                    obs_high=bounds.get("high", ()))
+                    obs_high=bounds.get("high", ()), conv_patch_matmul=plan.conv_patch_matmul)
     if net.rnn is not None:
-        from purerl.recurrent import RecurrentActorCritic  # it builds on this module
-
         return RecurrentActorCritic(**settings, cell=net.rnn, rnn_size=net.rnn_size)
     return ActorCritic(**settings)

@@ -15,7 +15,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from purerl.networks import MLP, ActorCriticBase, _dense, orthogonal
+from purerl.layers import MLP, ActorCriticBase, dense, orthogonal
 
 _GATES = {"gru": 3, "lstm": 4}  # gate blocks of the input and recurrent kernels
 _STATES = {"gru": 1, "lstm": 2}  # [H]-sized states per cell: h; c and h
@@ -133,8 +133,8 @@ class RecurrentActorCritic(ActorCriticBase):
         else:
             self.torsos = [self._torso() for _ in range(self.num_cells)]
         self.cells = Cells(self.cell, self.rnn_size, self.num_cells)
-        self.policy_head = _dense(self.num_outputs, 0.01)
-        self.value_head = _dense(1, 1.0)
+        self.policy_head = dense(self.num_outputs, 0.01)
+        self.value_head = dense(1, 1.0)
         if self.gaussian:
             self.log_std = self.param("log_std", nn.initializers.zeros, (self.num_outputs,))
 

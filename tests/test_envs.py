@@ -128,10 +128,8 @@ def test_dict_observations_are_a_clear_error():
         def observation_space(self, params):
             return gspaces.Dict({"x": gspaces.Box(0.0, 1.0, (2,))})
 
-    from purerl.config import Config
-
     with pytest.raises(ConfigError, match="observation space Dict.* is not supported"):
-        check_env(DictObs(), None, Config(env=EnvConfig(name="custom:DictObs")))
+        check_env(DictObs(), None, "custom:DictObs")
 
 
 @pytest.mark.parametrize("name", ["CartPole-v1", "Acrobot-v1", "SpaceInvaders-MinAtar"])

@@ -10,7 +10,7 @@ from omegaconf import OmegaConf
 
 from purerl.config import SUITES
 from purerl.envs import check_env, make_env
-from purerl.train import config_dir, load_config, presets
+from purerl.preflight import config_dir, load_config, presets
 
 OFFLINE_IDS = [name for name in gymnax.registered_envs if name != "MNISTBandit-bsuite"]
 
@@ -45,7 +45,7 @@ def test_suite_preset_is_valid_and_commented(preset):
     if importlib.util.find_spec(suite.package) is None:
         pytest.skip(f"{suite.package} is not installed")
     config = _compose(preset)
-    check_env(*make_env(config.env), config)
+    check_env(*make_env(config.env), config.env.name)
     lines = (config_dir() / "env" / f"{preset}.yaml").read_text().splitlines()
     assert lines[0] == "# @package _global_" and lines[1].startswith(f"# {name}: ")
 
@@ -55,7 +55,7 @@ def test_preset_is_valid_and_commented(env_id):
     preset = preset_name(env_id)
     config = _compose(preset)
     assert config.env.name == env_id
-    check_env(*make_env(config.env), config)
+    check_env(*make_env(config.env), config.env.name)
     lines = (config_dir() / "env" / f"{preset}.yaml").read_text().splitlines()
     assert lines[0] == "# @package _global_" and lines[1].startswith(f"# {env_id}: ")
     assert bool(config.network.conv_channels) == (env_id.endswith("-MinAtar")

@@ -13,7 +13,7 @@ import gymnax
 from gymnax.environments import spaces
 from gymnax.environments.environment import Environment
 
-from purerl.config import Config, ConfigError, EnvConfig
+from purerl.config import ConfigError, EnvConfig
 from purerl.envs.suites import adapt_user_env, is_suite_name, make_suite_env
 from purerl.envs.suites.base import one_line
 from purerl.envs.wrappers import (
@@ -38,19 +38,14 @@ def wrap_env(env, config: EnvConfig, env_params):
     return EpisodeStats(env)
 
 
-def check_env(env, env_params, config: Config) -> ActionSpec:
-    """The env's ActionSpec, after checking that the trainer can handle its spaces."""
-    name = config.env.name
+def check_env(env, env_params, name: str) -> ActionSpec:
+    """The ActionSpec of env `name`, after checking that the trainer can handle its spaces;
+    raises ConfigError."""
     obs_space = env.observation_space(env_params)
     if isinstance(obs_space, (spaces.Dict, spaces.Tuple)):
         raise ConfigError(
             f"env.name={name!r}: observation space {obs_space!r} is not supported; "
             "flatten it into one array in a wrapper")
-    if config.network.conv_channels and len(obs_space.shape) not in (2, 3):
-        raise ConfigError(
-            f"network.conv_channels={list(config.network.conv_channels)} (network=cnn) needs "
-            f"image observations [H, W] or [H, W, C]; env.name={name!r} gives shape "
-            f"{tuple(obs_space.shape)}")
     try:
         spec = analyze_action_space(env.action_space(env_params))
     except UnsupportedSpaceError as error:

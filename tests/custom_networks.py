@@ -1,0 +1,29 @@
+"""Networks of a user's for the tests: factories that `network.factory` names."""
+
+import flax.linen as nn
+
+
+class _TwoHeads(nn.Module):
+    num_outputs: int
+    value_width: int = 1  # the value's trailing axis: 1 is squeezed, anything else kept
+
+    @nn.compact
+    def __call__(self, obs):
+        x = nn.tanh(nn.Dense(16)(obs.reshape(obs.shape[0], -1)))
+        value = nn.Dense(self.value_width)(x)
+        return nn.Dense(self.num_outputs)(x), value[:, 0] if self.value_width == 1 else value
+
+
+def small(obs_shape, action_spec, network_config):
+    """A small shared MLP with the right shapes."""
+    return _TwoHeads(action_spec.num_outputs)
+
+
+def value_with_axis(obs_shape, action_spec, network_config):
+    """The value as `[B, 3]`: refused before training."""
+    return _TwoHeads(action_spec.num_outputs, value_width=3)
+
+
+def too_few_logits(obs_shape, action_spec, network_config):
+    """One logit fewer than the actions need: refused before training."""
+    return _TwoHeads(action_spec.num_outputs - 1)
