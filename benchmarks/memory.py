@@ -9,11 +9,11 @@ compiled program (`Compiled.memory_analysis()`): the arguments, the outputs and 
 buffers it allocates, whose sum is the most the program holds at once. Nothing is run, so
 sizes a CPU could not train in reasonable time are measured too.
 
-Two variants per size: as purerl builds it (above `rollout.MAX_RESETS_DRAWN_AHEAD` resets the
-envs draw their auto-resets inside each step; above `learner.MAX_BYTES_GATHERED_AHEAD` each
-minibatch step gathers its own samples), and with both CPU tricks forced on (a `[T x B]` batch
-of drawn reset states, and every epoch's minibatches gathered before the steps), which is what
-they would cost at that size.
+Two variants per size: as purerl builds it (above the CPU plan's `resets_ahead` the envs draw
+their auto-resets inside each step; above its `gather_ahead_bytes` each minibatch step gathers
+its own samples; `purerl.plan`), and with both CPU tricks forced on (a `[T x B]` batch of drawn
+reset states, and every epoch's minibatches gathered before the steps), which is what they
+would cost at that size.
 """
 
 from __future__ import annotations
@@ -27,10 +27,9 @@ from pathlib import Path
 import jax
 from hydra import compose, initialize_config_dir
 
-import purerl.learner
-import purerl.rollout
+from purerl.plan import execution_plan
 from purerl.program import make_train
-from purerl.train import config_dir, load_config
+from purerl.preflight import config_dir, load_config
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PRESET = "breakout-minatar"
@@ -47,16 +46,13 @@ def preset_config(num_envs: int):
 
 def measure(num_envs: int, tricks_forced: bool) -> dict:
     """XLA's memory accounting of the one-update training program, in GiB."""
-    limits = (purerl.rollout.MAX_RESETS_DRAWN_AHEAD, purerl.learner.MAX_BYTES_GATHERED_AHEAD)
+    plan = execution_plan()
     if tricks_forced:
-        purerl.rollout.MAX_RESETS_DRAWN_AHEAD = purerl.learner.MAX_BYTES_GATHERED_AHEAD = 2**62
-    try:
-        start = time.perf_counter()
-        compiled = jax.jit(make_train(preset_config(num_envs))).lower(
-            jax.random.key(0)).compile()
-        compile_s = time.perf_counter() - start
-    finally:
-        purerl.rollout.MAX_RESETS_DRAWN_AHEAD, purerl.learner.MAX_BYTES_GATHERED_AHEAD = limits
+        plan = plan._replace(resets_ahead=2**62, gather_ahead_bytes=2**62)
+    start = time.perf_counter()
+    compiled = jax.jit(make_train(preset_config(num_envs), plan=plan)).lower(
+        jax.random.key(0)).compile()
+    compile_s = time.perf_counter() - start
     stats = compiled.memory_analysis()
     sizes = {"arguments": stats.argument_size_in_bytes, "outputs": stats.output_size_in_bytes,
              "temporaries": stats.temp_size_in_bytes}

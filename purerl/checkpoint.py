@@ -16,6 +16,7 @@ from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 import jax
 
+from purerl.version import __version__
 from purerl.config import Config, ConfigError
 
 CHECKPOINTS = "checkpoints"
@@ -77,19 +78,36 @@ class Checkpoints:
 
     def restore(self, update: int, like: Any) -> Tuple[Any, Dict]:
         """(state, record) of `update`; `like` is a state (or its abstract shapes and
-        shardings) with the structure to restore into."""
+        shardings) with the structure to restore into. A state saved before a field that
+        `like` holds as None existed (`HyperParams.extra`) restores with that field None;
+        any other difference of structure raises ConfigError naming the purerl version that
+        wrote the checkpoint."""
         ocp = import_orbax()
         abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, like)
         try:
-            restored = self._manager.restore(update, args=ocp.args.Composite(
-                state=ocp.args.StandardRestore(abstract), record=ocp.args.JsonRestore()))
+            return self._restore(update, abstract)
         except ValueError as error:
             mismatch = _structure_mismatch(error)
             if mismatch is None:
                 raise
-            raise ConfigError(
-                f"{self.directory / str(update)}: its state has another structure than this "
-                f"run's (saved by another purerl version, network or env): {mismatch}") from None
+        paths = _mismatched_paths(mismatch)
+        if paths:  # perhaps a state saved without fields that are None here
+            try:
+                state, record = self._restore(update, _without(abstract, paths))
+                return _refilled(abstract, state), record
+            except ValueError as error:
+                if _structure_mismatch(error) is None:
+                    raise
+        version = self.restore_record(update).get("version", "before 0.2.0")
+        raise ConfigError(
+            f"{self.directory / str(update)}: its state has another structure than this run's "
+            f"({mismatch}): written by purerl {version}, read by purerl {__version__}, or "
+            "another network or env") from None
+
+    def _restore(self, update: int, abstract: Any) -> Tuple[Any, Dict]:
+        ocp = import_orbax()
+        restored = self._manager.restore(update, args=ocp.args.Composite(
+            state=ocp.args.StandardRestore(abstract), record=ocp.args.JsonRestore()))
         return restored["state"], restored["record"]
 
     def restore_record(self, update: int) -> Dict:
@@ -115,6 +133,42 @@ def _structure_mismatch(error: ValueError) -> Optional[str]:
     return None
 
 
+def _mismatched_paths(mismatch: str) -> List[str]:
+    """The dotted paths that `_structure_mismatch`'s line names (none in orbax's first
+    wording)."""
+    prefix = "it differs at "
+    return mismatch[len(prefix):].split(", ") if mismatch.startswith(prefix) else []
+
+
+def _is_record(node: Any) -> bool:
+    return isinstance(node, tuple) and hasattr(node, "_fields")
+
+
+def _without(tree: Any, paths: List[str]) -> Any:
+    """`tree` with the NamedTuple fields at `paths` that are None left out (those NamedTuples
+    as dicts of their other fields)."""
+    def strip(node, prefix):
+        if _is_record(node):
+            return {name: strip(value, f"{prefix}{name}.") for name, value in node._asdict().items()
+                    if not (value is None and f"{prefix}{name}" in paths)}
+        if isinstance(node, dict):
+            return {key: strip(value, f"{prefix}{key}.") for key, value in node.items()}
+        return node
+
+    return strip(tree, "")
+
+
+def _refilled(like: Any, restored: Any) -> Any:
+    """`restored` (of `_without(like, ...)`'s structure) in `like`'s, the left-out fields
+    None."""
+    if _is_record(like):
+        return type(like)(**{name: None if value is None else _refilled(value, restored[name])
+                             for name, value in like._asdict().items()})
+    if isinstance(like, dict):
+        return {key: _refilled(value, restored[key]) for key, value in like.items()}
+    return restored
+
+
 def config_record(config: Config) -> Dict:
     """The config as saved in a checkpoint's record."""
     return dataclasses.asdict(config)
@@ -128,8 +182,10 @@ def _flatten(tree: Any, prefix: str = "") -> Dict[str, Any]:
 
 
 def config_differences(saved: Dict, config: Config, ignore=RESUMABLE_CHANGES) -> List[str]:
-    """`key: saved -> now` for every setting that differs, but those in `ignore`."""
-    old, new = _flatten(saved), _flatten(config_record(config))
+    """`key: saved -> now` for every setting that differs, but those in `ignore`; a setting
+    that the saved config lacks (added to purerl later) counts as its default."""
+    old = _flatten(config_record(_from_dict(Config, saved)))
+    new = _flatten(config_record(config))
     keys = sorted(k for k in set(old) | set(new) if k.split(".")[0] not in ignore)
     return [f"{k}={old.get(k)!r} -> {new.get(k)!r}" for k in keys if old.get(k) != new.get(k)]
 
@@ -197,9 +253,10 @@ class SavedRun(NamedTuple):
     record: Dict
 
 
-def restore_run(run_dir: Path, which: str = "final") -> SavedRun:
+def restore_run(run_dir: Path, which: str = "final", **given) -> SavedRun:
     """A run directory's newest (`final`) or `best` checkpoint, restored into the state its
-    saved config describes; raises ConfigError."""
+    saved config describes (and `given`: what the run was given from Python, as
+    `make_program` takes it); raises ConfigError."""
     from purerl.program import make_program
 
     checkpoints, update = final_checkpoint(run_dir, which)
@@ -208,7 +265,7 @@ def restore_run(run_dir: Path, which: str = "final") -> SavedRun:
         # On this process's first device, whatever devices the run was saved from.
         device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
         like = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=device),
-                            jax.eval_shape(make_program(config).init, jax.random.key(0)))
+                            jax.eval_shape(make_program(config, **given).init, jax.random.key(0)))
         state, record = checkpoints.restore(update, like)
     finally:
         checkpoints.close()

@@ -21,6 +21,7 @@ from purerl.envs.wrappers import FrameStackState
 from purerl.envs.normalization import RunningMeanStd
 from purerl.agent import Memory, make_agent
 from purerl.networks import with_policy_kernels
+from purerl.plan import ExecutionPlan
 from purerl.prng import draw_bits, keys_from_bits
 
 DEFAULT_MAX_STEPS = 1000  # for envs whose params have no max_steps_in_episode
@@ -72,10 +73,12 @@ def with_evaluation(config: Config, episodes: int, temperatures: Optional[Sequen
     return dataclasses.replace(config, eval=evaluation)
 
 
-def make_evaluator(config: Config, env, env_params) -> "Evaluator":
+def make_evaluator(config: Config, env, env_params, network=None,
+                   plan: Optional[ExecutionPlan] = None) -> "Evaluator":
     """`Evaluator(evaluate, record)` for one seed's params: `evaluate(params, obs_stats, key)
-    -> EvalResult`; `record(params, obs_stats, key, temperature) -> Episode`."""
-    agent = make_agent(config, env, env_params)
+    -> EvalResult`; `record(params, obs_stats, key, temperature) -> Episode`. `network`: a
+    user's network given from Python and `plan` the execution plan (`purerl.agent.make_agent`)."""
+    agent = make_agent(config, env, env_params, network, plan)
     spec, policy = agent.spec, agent.policy
     reset_envs, step_envs = agent.reset_envs, agent.step_envs
     num_episodes, max_steps = config.eval.num_episodes, eval_max_steps(config, env_params)

@@ -1,11 +1,22 @@
-"""The PPO loss as a pure function of arrays."""
+"""The PPO loss as a pure function of arrays, and loss terms: what the learner sums.
+
+A loss term is `term(params, batch, outputs, hparams) -> (loss, metrics)`: `params` the
+network's parameters, `batch` the minibatch (`purerl.learner.Batch`: `obs`, `action`,
+`log_prob`, `value`, `advantages` (normalized), `returns`, `action_mask`; each `[N, ...]`),
+`outputs` the network's output on `batch.obs`, `(policy_out, value [N], *extras)` with
+`policy_out` already masked, and `hparams` the update's `HyperParams`. `loss` is a scalar added
+to the minibatch's loss; `metrics` is a dict of scalars, averaged over the minibatches. PPO's
+own clipped surrogate, value loss and entropy bonus are one such term (`ppo_term`).
+"""
 
 from __future__ import annotations
 
-from typing import NamedTuple, Optional, Tuple
+from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple
 
 import jax
 import jax.numpy as jnp
+
+LossTerm = Callable[[Any, Any, Tuple[Any, ...], Any], Tuple[jax.Array, Dict[str, jax.Array]]]
 
 
 class LossInfo(NamedTuple):
@@ -54,6 +65,32 @@ def ppo_loss(
     ]).mean(axis=-1)
     loss = policy_loss + vf_coef * value_loss - ent_coef * mean_entropy
     return loss, LossInfo(policy_loss, value_loss, mean_entropy, approx_kl, clip_frac)
+
+
+def ppo_term(policy, clip_value: bool) -> LossTerm:
+    """PPO's loss as a loss term: the clipped surrogate, plus `hparams.vf_coef` times the value
+    loss, minus `hparams.ent_coef` times the entropy (`ppo_loss`).
+
+    Args:
+        policy: the `ActionDistribution` that `outputs[0]` parameterizes.
+        clip_value: clip the value loss as `ppo_loss` does.
+
+    Returns:
+        The term; its metrics are `LossInfo`'s fields (`policy_loss`, `value_loss`, `entropy`,
+        `approx_kl`, `clip_frac`), the learner's target-KL stop reads `approx_kl`.
+    """
+
+    def term(params, batch, outputs, hparams):
+        del params  # the outputs are all it needs
+        policy_out, value = outputs[:2]
+        loss, info = ppo_loss(
+            policy.log_prob(policy_out, batch.action), policy.entropy(policy_out), value,
+            batch.log_prob, batch.value, batch.advantages, batch.returns,
+            clip_eps=hparams.clip_eps, vf_coef=hparams.vf_coef, ent_coef=hparams.ent_coef,
+            clip_value=clip_value)
+        return loss, info._asdict()
+
+    return term
 
 
 def normalize_advantages(advantages: jax.Array, axis_name: Optional[str] = None) -> jax.Array:

@@ -13,14 +13,6 @@ from jax.sharding import AxisType, Mesh
 DEVICE_AXIS = "devices"
 
 
-def cpu_backend() -> bool:
-    """Whether XLA:CPU runs this process's programs: the one backend where the tricks that pay
-    only there run (the init's one normal draw and the convolutions' patch matmul in
-    `networks`, resets drawn ahead in `rollout`, minibatches gathered ahead in `learner`, the
-    packed-sort shuffle in `prng`); every other backend runs the plain path."""
-    return jax.default_backend() == "cpu"
-
-
 def make_mesh(num_devices: Optional[int] = None) -> Mesh:
     """A one-axis mesh over the first `num_devices` devices of all processes (default: all;
     one process's are its local devices)."""

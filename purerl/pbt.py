@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from purerl.config import Config
-from purerl.ppo import RunnerState
+from purerl.algorithm import RunnerState
 
 PBT_STREAM = 0x9B7  # the generations' keys: this stream of the run's seed
 UNIT_INTERVAL = ("gamma", "gae_lambda")  # kept within [0, 1] when perturbed

@@ -15,7 +15,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from purerl.parallel import cpu_backend
 
 
 def key_words(impl: str) -> int:
@@ -75,42 +74,40 @@ def normal_from_bits(bits: jax.Array) -> jax.Array:
     return np.float32(np.sqrt(2)) * jax.lax.erf_inv(uniform_from_bits(bits, low, 1.0))
 
 
-# Up to this many index bits, `permutations_from_bits` packs a random key and the index into one
-# uint32, leaving at least 12 random bits. Indices with the same random bits stay in index
-# order, where a separate key array would order them at random; a minibatch, a contiguous run
-# of a permutation, is still a uniformly random set but for the tied indices that straddle its
-# ends (at 2^17 indices about 4 per end), and the order within a minibatch changes no mean.
-_PACKED_SORT_MAX_INDEX_BITS = 20
-
-
 def _index_bits(size: int) -> int:
     return max(size - 1, 1).bit_length()
 
 
-def _packs_sort(size: int) -> bool:
-    """Whether permutations of `size` sort packed uint32 arrays (on CPU, up to
-    `_PACKED_SORT_MAX_INDEX_BITS`) rather than take `jax.random.permutation` of a key per row."""
-    return cpu_backend() and _index_bits(size) <= _PACKED_SORT_MAX_INDEX_BITS
+def _packs_sort(size: int, packed_bits: int) -> bool:
+    """Whether permutations of `size` sort packed uint32 arrays (up to `packed_bits` index
+    bits) rather than take `jax.random.permutation` of a key per row."""
+    return _index_bits(size) <= packed_bits
 
 
-def permutation_bits_shape(num: int, size: int, impl: str) -> Tuple[int, ...]:
+def permutation_bits_shape(num: int, size: int, impl: str,
+                           packed_bits: int = 0) -> Tuple[int, ...]:
     """The shape of the uint32 bits that `permutations_from_bits` makes `[num, size]` from."""
-    if not _packs_sort(size):
+    if not _packs_sort(size, packed_bits):
         return (num, key_words(impl))  # a key per row
     return (num, size)
 
 
-def permutations_from_bits(bits: jax.Array, size: int, impl: str) -> jax.Array:
+def permutations_from_bits(bits: jax.Array, size: int, impl: str,
+                           packed_bits: int = 0) -> jax.Array:
     """`[num, size]` int32, each row a random permutation of `range(size)`, from uint32 `bits`
-    of `permutation_bits_shape(num, size, impl)`.
+    of `permutation_bits_shape(num, size, impl, packed_bits)`.
 
-    On CPU, small sizes sort one uint32 array (random high bits, the index in the low bits):
-    XLA:CPU sorts a single primitive array with its fast path, where `jax.random.permutation`'s
-    key-value sort calls a comparator per comparison (about 4x slower for 4 x 512). Other
-    backends, and sizes above 2^20, take `jax.random.permutation` of a key per row: at 4 x 2^17
-    it took 450 ms per update here, the packed sort 40-75 ms.
+    `jax.random.permutation` of a key per row; or, for sizes up to 2^`packed_bits`
+    (`ExecutionPlan.packed_sort_bits`), one sort of a uint32 array (random high bits, the index
+    in the low bits, at least 12 random bits): XLA:CPU sorts a single primitive array with its
+    fast path, where `jax.random.permutation`'s key-value sort calls a comparator per
+    comparison (about 4x slower for 4 x 512; at 4 x 2^17 450 ms per update against 40-75 ms).
+    Indices with the same random bits stay in index order, where a key per row would order
+    them at random; a minibatch, a contiguous run of a permutation, is still a uniformly random
+    set but for the tied indices that straddle its ends (at 2^17 indices about 4 per end), and
+    the order within a minibatch changes no mean.
     """
-    if not _packs_sort(size):
+    if not _packs_sort(size, packed_bits):
         return jax.vmap(lambda k: jax.random.permutation(k, size))(keys_from_bits(bits, impl))
     index_bits = _index_bits(size)
     packed = (bits >> index_bits << index_bits) | jnp.arange(size, dtype=jnp.uint32)

@@ -7,17 +7,23 @@
 from __future__ import annotations
 
 import functools
-from typing import Callable, NamedTuple, Optional, Tuple
+from typing import Callable, NamedTuple, Optional, Sequence, Tuple
 
 import jax
 import jax.numpy as jnp
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from purerl.config import Config, env_devices, validate
+from purerl.config import Config, env_devices
+from purerl.validation import validate
 from purerl.envs import make_env
 from purerl.envs.normalization import Normalizer
 from purerl.parallel import DEVICE_AXIS, make_mesh, map_seeds, shard_over_devices
-from purerl.ppo import Metrics, RunnerState, make_ppo
+from purerl.learner import Optimizer
+from purerl.losses import LossTerm
+from purerl.plan import ExecutionPlan, execution_plan
+from purerl.plugins import load_callable
+from purerl.algorithm import MakeAlgorithm, Metrics, RunnerState
+from purerl.ppo import make_ppo
 from purerl.prng import convert_key
 from purerl.schedules import member_hyperparams
 
@@ -43,23 +49,59 @@ class Program(NamedTuple):
     chunk: int
     num_devices: int
     state_sharding: object
+    plan: ExecutionPlan  # the faster paths its programs take on their platform
+    network: object = None  # the user's network given from Python, for evaluation; or None
+    # the objects given from Python (algorithm, network, loss terms, optimizer): compiled
+    # programs are reused only for the same ones
+    given: Tuple = ()
 
 
-def make_program(config: Config, chunk: Optional[int] = None) -> Program:
-    """Builds the run's functions (not yet jitted); `chunk` updates per `run` call.
+def make_program(config: Config, chunk: Optional[int] = None, *,
+                 algorithm: Optional[MakeAlgorithm] = None, network=None,
+                 loss_terms: Sequence[LossTerm] = (),
+                 optimizer: Optional[Optimizer] = None,
+                 plan: Optional[ExecutionPlan] = None) -> Program:
+    """Builds the run's functions (not yet jitted).
 
     On several devices, seeds that split evenly over them are split (each device trains its
     share of the seeds, vmapped, with no communication); otherwise every seed's envs are
     split, and gradients and statistics averaged over the devices.
+
+    Args:
+        config: the run's settings.
+        chunk: updates per `run` call (default: all).
+        algorithm: `make_fn(config, env, env_params, *, num_envs, axis_name, network,
+            loss_terms, optimizer, plan) -> Algorithm` (`purerl.algorithm`); default: what the
+            `algorithm` setting names, else `purerl.ppo.make_ppo`.
+        network: a user's network, a flax module or a factory `(obs_shape, action_spec,
+            network_config) -> module` (`purerl.networks`); default: `network.factory` if
+            set, else purerl's.
+        loss_terms: loss terms added to PPO's after those `ppo.loss_terms` names
+            (`purerl.losses`).
+        optimizer: `HyperParams -> optax.GradientTransformation` (`purerl.learner`); default:
+            Adam after global-norm clipping.
+        plan: the faster paths to take (`purerl.plan`); default: those of the devices'
+            platform.
+
+    Returns:
+        The Program. Raises ConfigError for settings that do not fit, a user's network of
+        other shapes than purerl needs, or a name in the settings that does not import.
     """
     num_devices = jax.device_count()  # of every process (purerl.distributed)
     validate(config, num_devices)
+    terms = [load_callable("ppo.loss_terms", name) for name in config.ppo.loss_terms]
+    terms += list(loss_terms)
+    if algorithm is None:
+        algorithm = (make_ppo if config.algorithm is None
+                     else load_callable("algorithm", config.algorithm))
     env, env_params = make_env(config.env)
+    plan = execution_plan(jax.devices()[0].platform) if plan is None else plan
     num_seeds, num_updates = config.num_members, config.num_updates  # seeds: all members
     split_envs = env_devices(num_seeds, num_devices) > 1
-    ppo = make_ppo(config, env, env_params,
+    ppo = algorithm(config, env, env_params,
                    num_envs=config.env.num_envs // (num_devices if split_envs else 1),
-                   axis_name=DEVICE_AXIS if split_envs else None)
+                   axis_name=DEVICE_AXIS if split_envs else None, network=network,
+                   loss_terms=terms, optimizer=optimizer, plan=plan)
     device_seeds = num_seeds if split_envs else num_seeds // num_devices
     chunk = num_updates if chunk is None else min(chunk, num_updates)
 
@@ -120,9 +162,13 @@ def make_program(config: Config, chunk: Optional[int] = None) -> Program:
         num_devices=num_devices,
         state_sharding=jax.tree.map(lambda spec: NamedSharding(mesh, spec), state_spec,
                                     is_leaf=lambda x: isinstance(x, P)),
+        plan=plan,
+        network=network,
+        given=(algorithm, network, *loss_terms, optimizer),
     )
 
 
-def make_train(config: Config) -> Callable[[jax.Array], Tuple[RunnerState, Metrics]]:
-    """`train(key) -> (RunnerState, Metrics [S, num_updates])`: the whole run, to `jax.jit`."""
-    return make_program(config).train
+def make_train(config: Config, **given) -> Callable[[jax.Array], Tuple[RunnerState, Metrics]]:
+    """`train(key) -> (RunnerState, Metrics [S, num_updates])`: the whole run, to `jax.jit`;
+    `given`: `make_program`'s `algorithm`, `network`, `loss_terms`, `optimizer` and `plan`."""
+    return make_program(config, **given).train

@@ -14,16 +14,11 @@ import jax
 import jax.numpy as jnp
 
 from purerl.agent import Agent, Memory
-from purerl.networks import ActorCritic, with_policy_kernels
-from purerl.recurrent import RecurrentActorCritic
+from purerl.networks import with_policy_kernels
 from purerl.packing import batch_packer
-from purerl.parallel import cpu_backend
 
 # The values of a rollout's observations are computed after its scan, this many at a time at most.
 MAX_VALUE_PASS_SAMPLES = 1 << 15
-# Resets drawn ahead of the scan (`RolloutNoise.reset_keys`) are T x B env states held at once:
-# a CPU saving of random-number kernels inside the loop, kept only up to this many.
-MAX_RESETS_DRAWN_AHEAD = 1 << 16
 
 
 class Transition(NamedTuple):
@@ -72,10 +67,11 @@ class Rollout(NamedTuple):
 
 def draws_resets_ahead(agent: Agent, num_steps: int, num_envs: int) -> bool:
     """Whether a rollout of `num_steps` x `num_envs` takes its auto-resets drawn before the
-    scan: only for envs that can take them, on CPU (where each random op inside the loop is a
-    small loop of its own per step), and for at most `MAX_RESETS_DRAWN_AHEAD` of them."""
-    return (agent.draw_resets is not None and cpu_backend()
-            and num_steps * num_envs <= MAX_RESETS_DRAWN_AHEAD)
+    scan (T x B env states held at once): for envs that can take them, up to the plan's
+    `resets_ahead` (on CPU, where each random op inside the loop is a small loop of its own
+    per step)."""
+    return (agent.draw_resets is not None
+            and num_steps * num_envs <= agent.plan.resets_ahead)
 
 
 def rollout(agent: Agent, params, env_state, obs: jax.Array, obs_stats, env_params,
@@ -164,12 +160,12 @@ def _values(agent: Agent, params, obs_stats, obs: jax.Array,
         obs, carry = inputs
         network_obs = agent.observe(obs_stats, obs)
         if carry is None:
-            return agent.network.apply(params, network_obs, batch_ndim, method=ActorCritic.value)
+            return agent.network.apply(params, network_obs, batch_ndim, method="value")
         batch = obs.shape[:batch_ndim]
         flat = math.prod(batch)
         value = agent.network.apply(
             params, carry.reshape(flat, -1), network_obs.reshape(flat, *agent.obs_shape),
-            jnp.zeros((flat,), bool), method=RecurrentActorCritic.value)
+            jnp.zeros((flat,), bool), method="value")
         return value.reshape(batch)
 
     if chunk == num_steps:

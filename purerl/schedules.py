@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from typing import NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -26,12 +26,19 @@ class HyperParams(NamedTuple):
     gae_lambda: jax.Array
     max_grad_norm: jax.Array
     target_kl: jax.Array  # +inf when target-KL stopping is off
+    # An algorithm's own hyperparameters (a pytree of arrays, `purerl.algorithm`), which PBT
+    # copies with the rest; None for PPO
+    extra: Any = None
+
+
+# The `ppo` settings that HyperParams carries
+PPO_HYPERPARAMS = tuple(name for name in HyperParams._fields if name != "extra")
 
 
 def hyperparams_from_config(config: Config) -> HyperParams:
     ppo = config.ppo
     target_kl = math.inf if ppo.target_kl is None else ppo.target_kl
-    values = {name: getattr(ppo, name) for name in HyperParams._fields if name != "target_kl"}
+    values = {name: getattr(ppo, name) for name in PPO_HYPERPARAMS if name != "target_kl"}
     return HyperParams(**{k: jnp.float32(v) for k, v in values.items()},
                        target_kl=jnp.float32(target_kl))
 
@@ -40,7 +47,7 @@ def program_settings(config: Config) -> Config:
     """`config` without what only the programs' arguments carry: the seed (the key) and the
     base hyperparameters' values (`HyperParams`), zeroed; target-KL stopping stays on or off.
     Two configs with equal program settings build the same programs."""
-    values = {name: 0.0 for name in HyperParams._fields}
+    values = {name: 0.0 for name in PPO_HYPERPARAMS}
     values["target_kl"] = None if config.ppo.target_kl is None else 0.0
     return replace(config, seed=0, ppo=replace(config.ppo, **values))
 
@@ -55,7 +62,7 @@ def member_hyperparams(config: Config) -> HyperParams:
                                 config.num_seeds)
                for name in config.sweep.swept()}
     return HyperParams(**{name: columns.get(name, jnp.broadcast_to(value, (config.num_members,)))
-                          for name, value in base._asdict().items()})
+                          for name, value in base._asdict().items() if name != "extra"})
 
 
 def schedule_factor(schedule: ScheduleConfig, progress: jax.Array) -> jax.Array:
@@ -77,13 +84,16 @@ def schedule_factor(schedule: ScheduleConfig, progress: jax.Array) -> jax.Array:
     raise ValueError(f"unknown schedule kind {schedule.kind!r}")
 
 
-def scheduled_hyperparams(
-    config: Config, base: HyperParams, update: jax.Array
-) -> HyperParams:
-    """`base` with each scheduled hyperparameter moved to its value at update `update`."""
-    progress = update.astype(jnp.float32) / config.num_updates
-    moved = {
-        name: getattr(base, name) * schedule_factor(config.schedule(name), progress)
-        for name in SCHEDULED_HYPERPARAMS
-    }
-    return base._replace(**moved)
+def make_schedules(config: Config) -> Callable[[HyperParams, jax.Array], HyperParams]:
+    """`scheduled(base, update) -> HyperParams`: `base` with each scheduled hyperparameter
+    moved to its value at update `update` (an int32 scalar) of the run's `num_updates`; it
+    holds the schedules alone, not the config."""
+    schedules = {name: config.schedule(name) for name in SCHEDULED_HYPERPARAMS}
+    num_updates = config.num_updates
+
+    def scheduled(base: HyperParams, update: jax.Array) -> HyperParams:
+        progress = update.astype(jnp.float32) / num_updates
+        return base._replace(**{name: getattr(base, name) * schedule_factor(schedule, progress)
+                                for name, schedule in schedules.items()})
+
+    return scheduled

@@ -23,10 +23,11 @@ import numpy as np
 
 from purerl.agent import Memory, make_agent
 from purerl.checkpoint import restore_run
-from purerl.config import Config, ConfigError, validate
+from purerl.config import Config, ConfigError
 from purerl.envs import make_env, wrap_env
 from purerl.evaluation import make_evaluator, with_evaluation
 from purerl.logging.history import RunHistory
+from purerl.validation import validate
 
 
 @dataclasses.dataclass
@@ -41,9 +42,10 @@ class TrainedPolicy:
     env: Any  # the env as the trainer stepped it (gymnax interface: reset, step)
     env_params: Any
     base_env: Any = dataclasses.field(repr=False)  # the env inside `env`'s wrappers
+    network: Any = dataclasses.field(default=None, repr=False)  # a user's, given from Python
 
     def __post_init__(self):
-        self._agent = make_agent(self.config, self.base_env, self.env_params)
+        self._agent = make_agent(self.config, self.base_env, self.env_params, self.network)
         self._act = jax.jit(self._act_batch)
 
     @property
@@ -105,7 +107,7 @@ class TrainedPolicy:
         fresh envs, each at most `max_steps` steps (default: the run's `eval.max_steps`):
         `{temperature: {"return": mean, "length": mean}}`."""
         config = validate(with_evaluation(self.config, episodes, temperatures, max_steps), None)
-        evaluator = make_evaluator(config, self.base_env, self.env_params)
+        evaluator = make_evaluator(config, self.base_env, self.env_params, self.network)
         result = jax.jit(evaluator.evaluate)(self.params, self.obs_stats, jax.random.key(seed))
         returns, lengths = np.asarray(result.episode_return), np.asarray(result.episode_length)
         return {str(float(t)): {"return": float(r), "length": float(n)}
@@ -136,14 +138,26 @@ def checked_member(saved, run_dir, member: Optional[int], setting: str = "member
     return member
 
 
-def load(run_dir, checkpoint: str = "final", member: Optional[int] = None) -> TrainedPolicy:
-    """The policy of a run directory's `final` (newest) or `best` checkpoint; `member`: which
-    member of a multi-seed run or sweep (default: the one with the best final return). Raises
-    ConfigError (a ValueError) for a directory without checkpoints or a member out of range."""
-    saved = restore_run(Path(run_dir), checkpoint)
+def load(run_dir, checkpoint: str = "final", member: Optional[int] = None,
+         network=None) -> TrainedPolicy:
+    """The policy of a run directory's `final` (newest) or `best` checkpoint.
+
+    Args:
+        run_dir: the run directory.
+        checkpoint: "final" (the newest) or "best".
+        member: which member of a multi-seed run or sweep (default: the one with the best
+            final return).
+        network: the network the run was given from Python (`make_program(config,
+            network=...)`), if it was; a `network.factory` of the run's config is imported.
+
+    Returns:
+        The TrainedPolicy. Raises ConfigError (a ValueError) for a directory without
+        checkpoints, a member out of range, or a checkpoint another network wrote.
+    """
+    saved = restore_run(Path(run_dir), checkpoint, network=network)
     member = checked_member(saved, run_dir, member)
     state = jax.tree.map(lambda x: jnp.asarray(x[member]), saved.state)
     env, env_params = make_env(saved.config.env)
     return TrainedPolicy(saved.config, state.params, state.normalizer.obs, member, saved.update,
-                         wrap_env(env, saved.config.env, env_params), env_params, env)
+                         wrap_env(env, saved.config.env, env_params), env_params, env, network)
 

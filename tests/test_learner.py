@@ -5,11 +5,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import purerl.learner
 from purerl.agent import make_agent
 from purerl.envs import make_env
-from purerl.learner import Batch, make_learner, make_optimizer
-from purerl.networks import init_params
+from purerl.learner import Batch, make_learner
+from purerl.layers import init_params
 from purerl.prng import draw_bits
 from purerl.schedules import hyperparams_from_config
 
@@ -42,8 +41,7 @@ def _learn(config, agent, params, batch, *, epochs, minibatches, target_kl=None)
     hp = hyperparams_from_config(config)._replace(lr=jnp.float32(1e-2))
     if target_kl is not None:
         hp = hp._replace(target_kl=jnp.float32(target_kl))
-    opt_state = make_optimizer(hp.max_grad_norm, hp.lr).init(
-        jax.flatten_util.ravel_pytree(params)[0])
+    opt_state = learner.init_opt_state(params, hp)
     (bits,) = draw_bits(jax.random.key(3, impl=config.prng_impl), learner.shuffle_shape)
     return jax.jit(learner.learn)(params, opt_state, batch, bits, hp)
 
@@ -55,14 +53,14 @@ def test_first_step_sees_the_rollout_policy(setup):
     config, agent, params, batch = setup
     learned = _learn(config, agent, params, batch, epochs=1, minibatches=1)
     info = jax.tree.map(float, learned.info)
-    assert info.approx_kl == 0.0 and info.clip_frac == 0.0
+    assert info["approx_kl"] == 0.0 and info["clip_frac"] == 0.0
     advantages = np.asarray(batch.advantages, np.float64)
     normalized = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
-    assert info.policy_loss == pytest.approx(-normalized.mean(), abs=1e-6)
+    assert info["policy_loss"] == pytest.approx(-normalized.mean(), abs=1e-6)
     errors = np.asarray(batch.value) - np.asarray(batch.returns)
-    assert info.value_loss == pytest.approx(0.5 * np.mean(errors ** 2), rel=1e-5)
+    assert info["value_loss"] == pytest.approx(0.5 * np.mean(errors ** 2), rel=1e-5)
     entropy = agent.policy.entropy(agent.network.apply(params, batch.obs)[0])
-    assert info.entropy == pytest.approx(float(entropy.mean()), rel=1e-5)
+    assert info["entropy"] == pytest.approx(float(entropy.mean()), rel=1e-5)
     assert int(learned.opt_steps) == 1 and int(learned.nonfinite) == 0
     moved = jax.tree.map(lambda a, b: bool(jnp.any(a != b)), learned.params, params)
     assert all(jax.tree.leaves(moved))  # one Adam step moves every parameter
@@ -75,12 +73,13 @@ def test_target_kl_stops_the_update(setup):
     assert int(stopped.opt_steps) == 1  # the first step (KL 0) always runs
 
 
-def test_gathering_per_step_equals_gathering_ahead(setup, monkeypatch):
+def test_gathering_per_step_equals_gathering_ahead(setup):
     """The plain path (each step gathers its minibatch, as for large batches and non-CPU
     backends) computes what the CPU path (all minibatches gathered before the steps) does."""
     config, agent, params, batch = setup
+    assert agent.plan.gather_ahead_bytes > 0  # the CPU's plan
     ahead = _learn(config, agent, params, batch, epochs=2, minibatches=4)
-    monkeypatch.setattr(purerl.learner, "MAX_BYTES_GATHERED_AHEAD", 0)
-    per_step = _learn(config, agent, params, batch, epochs=2, minibatches=4)
+    per_step_agent = agent._replace(plan=agent.plan._replace(gather_ahead_bytes=0))
+    per_step = _learn(config, per_step_agent, params, batch, epochs=2, minibatches=4)
     for a, b in zip(jax.tree.leaves(ahead), jax.tree.leaves(per_step)):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-7)

@@ -56,7 +56,7 @@ def test_same_seed_same_bits_other_seed_differs(tiny_program):
     _, c = train(jax.random.key(1))
     for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
-    assert not np.array_equal(np.asarray(a.policy_loss), np.asarray(c.policy_loss))
+    assert not np.array_equal(np.asarray(a.losses["policy_loss"]), np.asarray(c.losses["policy_loss"]))
 
 
 def test_metrics_are_per_update_scalars(tiny_program):
@@ -89,9 +89,9 @@ def test_num_seeds_in_one_program(make_config):
     config = make_config(num_seeds=4)
     train = jax.jit(make_train(config))
     state, metrics = train(jax.random.key(0))
-    assert np.asarray(metrics.policy_loss).shape == (4, config.num_updates)
+    assert np.asarray(metrics.losses["policy_loss"]).shape == (4, config.num_updates)
     assert jax.tree.leaves(state.env_state)[0].shape[:2] == (4, 4)
-    losses = np.asarray(metrics.policy_loss)
+    losses = np.asarray(metrics.losses["policy_loss"])
     assert len({row.tobytes() for row in losses}) == 4  # four different seeds
     assert train._cache_size() == 1
 
@@ -159,23 +159,27 @@ def testnonfinite_bits_name_each_tree_with_a_bad_float():
     assert int(jax.jit(lambda p: nonfinite_bits((p, 4), (bad_opt, 8)))(params * jnp.nan)) == 12
 
 
-def test_plain_paths_train(make_config, monkeypatch):
-    """With the CPU-only tricks off (resets drawn inside each env step, shuffles by
-    `jax.random.permutation`, minibatches gathered per step, flax's own init), as other
-    backends and large batches run, the trainer still trains, on other random streams."""
-    import purerl.learner
-    import purerl.networks
-    import purerl.prng
-    import purerl.rollout
+def test_plain_paths_train(make_config):
+    """With the plain execution plan (resets drawn inside each env step, shuffles by
+    `jax.random.permutation`, minibatches gathered per step, flax's own init, Adam on the
+    param tree), as other backends run, the trainer still trains, on other random streams; the
+    CPU plan is what a program on the CPU takes."""
+    from purerl.envs import make_env
+    from purerl.plan import CPU, PLAIN
+    from purerl.ppo import make_ppo
+    from purerl.schedules import hyperparams_from_config
 
     config = make_config()
-    _, cpu = jax.jit(make_train(config))(jax.random.key(0))
-    monkeypatch.setattr(purerl.rollout, "MAX_RESETS_DRAWN_AHEAD", 0)
-    monkeypatch.setattr(purerl.learner, "MAX_BYTES_GATHERED_AHEAD", 0)
-    monkeypatch.setattr(purerl.prng, "_PACKED_SORT_MAX_INDEX_BITS", 0)
-    monkeypatch.setattr(purerl.networks, "cpu_backend", lambda: False)  # flax's own init
-    _, plain = jax.jit(make_train(config))(jax.random.key(0))
+    program = make_program(config)
+    assert program.plan == CPU
+    _, cpu = jax.jit(program.train)(jax.random.key(0))
+    ppo = make_ppo(config, *make_env(config.env), plan=PLAIN)
+    state = ppo.init(jax.random.key(0, impl=config.prng_impl), hyperparams_from_config(config))
+    state, plain = jax.jit(lambda s: jax.lax.scan(lambda s, _: ppo.update(s), s, None,
+                                                  config.num_updates))(state)
+    assert jax.tree.structure(state.opt_state[1].mu) == jax.tree.structure(state.params)
     assert np.all(np.asarray(plain.opt_steps) == 4)
     assert np.asarray(plain.episode_count).sum() > 0
     assert all(np.isfinite(np.asarray(x)).all() for x in jax.tree.leaves(plain))
-    assert not np.array_equal(np.asarray(cpu.policy_loss), np.asarray(plain.policy_loss))
+    assert not np.array_equal(np.asarray(cpu.losses["policy_loss"])[0],
+                              np.asarray(plain.losses["policy_loss"]))

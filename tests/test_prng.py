@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import purerl.prng
+from purerl.plan import CPU
 from purerl.prng import (convert_key, draw_bits, gumbel_from_bits, key_words, keys_from_bits,
                          normal_from_bits, permutation_bits_shape, permutations_from_bits,
                          uniform_from_bits)
@@ -73,21 +73,20 @@ def test_numbers_from_bits_are_jax_randoms_numbers(impl):
         np.testing.assert_array_equal(a, b)
 
 
-def _permutations(key, num, size):
+def _permutations(key, num, size, packed_bits=CPU.packed_sort_bits):
     """As the trainer shuffles: bits of `permutation_bits_shape` from one draw."""
-    (bits,) = draw_bits(key, permutation_bits_shape(num, size, "unsafe_rbg"))
-    return np.asarray(permutations_from_bits(bits, size, "unsafe_rbg"))
+    (bits,) = draw_bits(key, permutation_bits_shape(num, size, "unsafe_rbg", packed_bits))
+    return np.asarray(permutations_from_bits(bits, size, "unsafe_rbg", packed_bits))
 
 
 @pytest.mark.parametrize("size, packed", [(6, True), (512, True), (9000, True), (9000, False)])
-def test_permutations_from_bits(size, packed, monkeypatch):
-    """Sizes up to 2^20 sort packed bits `[num, size]` on CPU; larger ones (here: the limit
-    lowered) take a key per row."""
-    if not packed:
-        monkeypatch.setattr(purerl.prng, "_PACKED_SORT_MAX_INDEX_BITS", 13)
-    shape = permutation_bits_shape(3, size, "unsafe_rbg")
+def test_permutations_from_bits(size, packed):
+    """Sizes up to 2^packed_bits sort packed bits `[num, size]` (the CPU plan: 20); larger
+    ones (here: a limit of 13) take a key per row."""
+    packed_bits = 20 if packed else 13
+    shape = permutation_bits_shape(3, size, "unsafe_rbg", packed_bits)
     assert shape == ((3, size) if packed else (3, 4))
-    perms = _permutations(jax.random.key(0, impl="unsafe_rbg"), 3, size)
+    perms = _permutations(jax.random.key(0, impl="unsafe_rbg"), 3, size, packed_bits)
     assert perms.shape == (3, size) and perms.dtype == np.int32
     for row in perms:
         np.testing.assert_array_equal(np.sort(row), np.arange(size))

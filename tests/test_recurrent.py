@@ -14,10 +14,11 @@ from conftest import REPO, run_cli
 
 import purerl
 from purerl.checkpoint import CHECKPOINTS, restore_run
-from purerl.config import ConfigError, validate
-from purerl.networks import init_params
+from purerl.config import ConfigError
+from purerl.layers import init_params
 from purerl.program import make_program, make_train
 from purerl.recurrent import RecurrentActorCritic
+from purerl.validation import validate
 
 # Recall: 8 envs x 12 steps (4 episodes of 3 steps each per rollout), one minibatch per epoch.
 RECALL = {"env.name": "custom_envs:Recall", "env.num_envs": 8, "ppo.num_steps": 12,
@@ -82,9 +83,9 @@ def test_first_minibatch_replays_the_rollouts_log_probs(make_config, cell, env_n
                             "total_timesteps": 3 * 96})
     _, metrics = jax.jit(make_train(config))(jax.random.key(0))
     assert np.all(np.asarray(metrics.episode_count) > 0)
-    assert np.all(np.isfinite(np.asarray(metrics.policy_loss)))
-    np.testing.assert_array_equal(np.asarray(metrics.approx_kl), 0.0)
-    np.testing.assert_array_equal(np.asarray(metrics.clip_frac), 0.0)
+    assert np.all(np.isfinite(np.asarray(metrics.losses["policy_loss"])))
+    np.testing.assert_array_equal(np.asarray(metrics.losses["approx_kl"]), 0.0)
+    np.testing.assert_array_equal(np.asarray(metrics.losses["clip_frac"]), 0.0)
 
 
 def test_a_gru_learns_what_a_feed_forward_policy_cannot(make_config):

@@ -8,7 +8,8 @@ import purerl.rollout
 from purerl.agent import make_agent
 from purerl.envs import make_env
 from purerl.envs.normalization import init_running_stats
-from purerl.networks import ActorCritic, init_params
+from purerl.layers import init_params
+from purerl.networks import ActorCritic
 from purerl.rollout import RolloutNoise, rollout
 
 NUM_STEPS, NUM_ENVS = 24, 8

@@ -51,7 +51,7 @@ def test_spaces():
     tetris, _ = make_env(EnvConfig(name="jumanji/Tetris-v0"))  # a joint mask [4, 10]
     assert isinstance(tetris.action_space(None), spaces.Discrete)
     assert tetris.num_actions == 40 and tetris.action_mask_size == 40
-    assert tetris._suite_action(jnp.int32(13)).tolist() == [1, 3]  # rotation 1, column 3
+    assert tetris.suite_action(jnp.int32(13)).tolist() == [1, 3]  # rotation 1, column 3
     lbf, _ = make_env(EnvConfig(name="jumanji/LevelBasedForaging-v0"))  # a mask row per agent
     assert isinstance(lbf.action_space(None), MultiDiscrete)
     assert lbf.action_space(None).nvec == (6, 6) and lbf.action_mask_size == 12

@@ -3,7 +3,7 @@
 - `sinks`: where metrics go: `metrics.jsonl` lines (`metrics_rows`, `MetricsLog`,
   `keep_rows_until`), `summary.json` (`write_summary`), TensorBoard and W&B
   (`TensorBoardSink`, `WandbSink`, `import_libraries`), and the number and key formats
-  (`json_number`, `eval_key`, `LOSS_KEYS`).
+  (`json_number`, `eval_key`, `UPDATE_KEYS`).
 - `history`: what the host keeps of a run (`RunHistory`) and its final returns
   (`final_returns`).
 - `progress`: the console's line per update (`progress_line`) and tqdm bar (`ProgressBar`).
@@ -11,16 +11,4 @@
   `plot_pbt`).
 
 matplotlib, tensorboardX, wandb and tqdm are imported when they are used, not with the package.
-The names below are re-exported for `purerl.train`, which imports them from the package.
 """
-
-from purerl.logging.history import RunHistory
-from purerl.logging.plots import plot_learning_curve, plot_pbt
-from purerl.logging.progress import ProgressBar, progress_line
-from purerl.logging.sinks import (MetricsLog, TensorBoardSink, WandbSink, eval_key,
-                                  import_libraries, json_number, keep_rows_until, metrics_rows,
-                                  write_summary)
-
-__all__ = ["MetricsLog", "ProgressBar", "RunHistory", "TensorBoardSink", "WandbSink", "eval_key",
-           "import_libraries", "json_number", "keep_rows_until", "metrics_rows",
-           "plot_learning_curve", "plot_pbt", "progress_line", "write_summary"]

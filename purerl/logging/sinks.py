@@ -15,12 +15,13 @@ from typing import TYPE_CHECKING, Dict, List, Optional
 import numpy as np
 
 if TYPE_CHECKING:  # not imported at run time: the command line's checks import this module
-    from purerl.ppo import Metrics
+    from purerl.algorithm import Metrics
 
-# Metrics written to metrics.jsonl as means over seeds (the episode ones are pooled instead).
-LOSS_KEYS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_frac",
-             "explained_variance", "value_mean", "learning_rate", "opt_steps",
-             "ent_coef", "clip_eps", "vf_coef", "gamma", "gae_lambda")
+# Metrics written to metrics.jsonl as means over seeds (the episode ones are pooled instead),
+# after the loss terms' (`Metrics.losses`: PPO's in this order, then a user's `loss/<name>`).
+PPO_LOSS_KEYS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_frac")
+UPDATE_KEYS = ("explained_variance", "value_mean", "learning_rate", "opt_steps",
+               "ent_coef", "clip_eps", "vf_coef", "gamma", "gae_lambda")
 
 
 def json_number(x: float):
@@ -48,12 +49,15 @@ def metrics_rows(metrics: Metrics, first_update: int, batch_size: int) -> List[D
 
     Returns:
       `K` dicts with `update`, `env_steps`, `episode_return`, `episode_length` and the
-      `LOSS_KEYS` (means over seeds), each a `json_number`.
+      the loss terms' metrics and `UPDATE_KEYS` (means over seeds), each a `json_number`.
     """
     count = metrics.episode_count.sum(axis=0)
     returns = metrics.episode_return_sum.sum(axis=0) / np.maximum(count, 1)
     lengths = metrics.episode_length_sum.sum(axis=0) / np.maximum(count, 1)
-    means = {key: getattr(metrics, key).mean(axis=0) for key in LOSS_KEYS}
+    losses = ([k for k in PPO_LOSS_KEYS if k in metrics.losses]
+              + sorted(k for k in metrics.losses if k not in PPO_LOSS_KEYS))
+    means = {key: metrics.losses[key].mean(axis=0) for key in losses}
+    means.update({key: getattr(metrics, key).mean(axis=0) for key in UPDATE_KEYS})
     rows = []
     for i in range(count.shape[0]):
         update = first_update + i

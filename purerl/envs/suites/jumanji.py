@@ -156,7 +156,8 @@ class JumanjiEnv(SuiteEnv):
                      "MultiDiscreteArray, BoundedArray)")
 
     # -- between purerl's and the suite's forms ------------------------------------------
-    def _suite_action(self, action: jax.Array) -> jax.Array:
+    def suite_action(self, action: jax.Array) -> jax.Array:
+        """purerl's action (one index for a joint mask) as the jumanji env takes it."""
         if self.mask_kind == "joint":
             action = jnp.stack(jnp.unravel_index(jnp.asarray(action), self.joint_nvec))
         return jnp.asarray(action).astype(self.action_dtype).reshape(self.action_shape)
@@ -180,7 +181,7 @@ class JumanjiEnv(SuiteEnv):
         return obs, JumanjiInner(state, mask, jnp.int32(0))
 
     def suite_step(self, key: jax.Array, inner: JumanjiInner, action):
-        state, timestep = self.env.step(inner.state, self._suite_action(action))
+        state, timestep = self.env.step(inner.state, self.suite_action(action))
         obs, mask = self._split(timestep.observation)
         step_count = inner.step_count + 1
         last = timestep.step_type == StepType.LAST

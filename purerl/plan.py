@@ -1,0 +1,47 @@
+"""The execution plan: which of purerl's faster paths the programs take, decided once for
+their platform (`execution_plan`) and passed down to the parts that have one.
+
+Each faster path computes what its plain twin computes (a test compares each pair); each was
+measured to pay on XLA:CPU, where small kernels and random-number loops dominate. On other
+platforms the plain path runs: it is the code a reader meets first.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Optional
+
+
+class ExecutionPlan(NamedTuple):
+    """The faster paths to take; the defaults are the plain paths."""
+
+    # `layers.init_params`: every orthogonal kernel from one normal draw (flax's `init` draws
+    # each from a key of its own)
+    one_draw_init: bool = False
+    # `layers.Conv`: convolutions as matmuls over image patches (`lax.conv_general_dilated`)
+    conv_patch_matmul: bool = False
+    # `rollout`: up to this many auto-resets (steps x envs) drawn ahead of the scan; 0: each
+    # step draws its own
+    resets_ahead: int = 0
+    # `learner`: all epochs' minibatches gathered before the steps while they weigh at most
+    # this many bytes; 0: each step gathers its own
+    gather_ahead_bytes: int = 0
+    # `learner.default_optimizer`: Adam on the parameters raveled into one vector
+    # (`learner.flat_update`)
+    flat_optimizer: bool = False
+    # `prng.permutations_from_bits`: one sort of packed uint32 for permutations of up to
+    # 2^this many indices; 0: `jax.random.permutation` of a key per row
+    packed_sort_bits: int = 0
+
+
+PLAIN = ExecutionPlan()
+CPU = ExecutionPlan(one_draw_init=True, conv_patch_matmul=True, resets_ahead=1 << 16,
+                    gather_ahead_bytes=1 << 27, flat_optimizer=True, packed_sort_bits=20)
+
+
+def execution_plan(platform: Optional[str] = None) -> ExecutionPlan:
+    """The plan for `platform` ("cpu", "gpu", "tpu"; default: JAX's default backend's)."""
+    if platform is None:
+        import jax
+
+        platform = jax.default_backend()
+    return CPU if platform == "cpu" else PLAIN

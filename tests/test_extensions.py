@@ -1,0 +1,204 @@
+"""Extending purerl without editing it: a user's network (`network.factory`, or
+`make_program(network=)`) and loss terms (`ppo.loss_terms`, or `make_program(loss_terms=)`),
+from Python and through the command line, with everything downstream (evaluation,
+checkpoints, resume, `purerl.load`)."""
+
+import json
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from conftest import resume_from_checkpoint, run_cli, tiny_config
+
+import purerl
+from purerl.config import ConfigError
+from purerl.preflight import preflight
+from purerl.program import make_program
+
+
+class Small(nn.Module):
+    """A shared MLP given to `make_program` as a module: logits and value."""
+
+    num_outputs: int
+
+    @nn.compact
+    def __call__(self, obs):
+        x = nn.tanh(nn.Dense(16)(obs.reshape(obs.shape[0], -1)))
+        return nn.Dense(self.num_outputs)(x), nn.Dense(1)(x)[:, 0]
+
+
+def _factory(obs_shape, action_spec, network_config):
+    return Small(action_spec.num_outputs)
+
+
+def _train(config, **given):
+    return jax.jit(make_program(config, **given).train)(jax.random.key(0))
+
+
+@pytest.mark.parametrize("env_name, kind", [("CartPole-v1", "categorical"),
+                                            ("custom_envs:ComboLock", "categorical"),
+                                            ("custom_envs:Reach", "gaussian")])
+def test_a_users_network_from_python_trains_on_each_action_space(env_name, kind):
+    """Discrete, MultiDiscrete and Box actions: the factory gets the action spec, its module
+    trains (every param moves), and a Gaussian policy's log-std is purerl's own param."""
+    seen = []
+
+    def factory(obs_shape, action_spec, network_config):
+        seen.append((obs_shape, action_spec.kind, network_config.hidden_sizes))
+        return Small(action_spec.num_outputs)
+
+    config = tiny_config(**{"env.name": env_name})
+    program = make_program(config, network=factory)
+    start = jax.jit(program.init)(jax.random.key(0))
+    state, metrics = jax.jit(program.run)(start, np.int32(program.chunk))
+    assert seen[0][1:] == (kind, [16, 16]) and len(seen[0][0]) == 1
+    assert np.isfinite(np.asarray(metrics.losses["policy_loss"])).all()
+    assert int(np.asarray(metrics.nonfinite).max()) == 0
+    assert ("log_std" in state.params["params"]) == (kind == "gaussian")
+    moved = jax.tree.map(lambda a, b: bool(jnp.any(a != b)), start.params, state.params)
+    assert all(jax.tree.leaves(moved))
+
+
+@pytest.mark.parametrize("factory, message", [
+    ("custom_networks:value_with_axis",
+     r"maps observations \[2, 4\] to policy output \[2, 2\] and value \[2, 3\]; purerl needs "
+     r"logits \[2, 2\] and value \[2\]"),
+    ("custom_networks:too_few_logits", r"policy output \[2, 1\] .* needs logits \[2, 2\]"),
+    ("custom_networks:nowhere", "custom_networks' has no callable 'nowhere'"),
+    ("no_such_module:fn", "cannot import 'no_such_module'"),
+    ("not a path", "must name a function as pkg.module:function"),
+])
+def test_a_network_of_other_shapes_is_refused_before_training(factory, message):
+    with pytest.raises(ConfigError, match=message):
+        preflight(["+env=cartpole", f"network.factory={factory}"])
+
+
+@pytest.mark.parametrize("override, message", [
+    ("ppo.loss_terms=[custom_networks:nowhere]",
+     "ppo.loss_terms=custom_networks:nowhere: 'custom_networks' has no callable 'nowhere'"),
+    ("ppo.loss_terms=[nowhere]", "ppo.loss_terms: 'nowhere' must name a function"),
+    ("algorithm=no_such_module:make", "algorithm=no_such_module:make: cannot import"),
+])
+def test_loss_terms_and_algorithms_that_do_not_import_are_refused(override, message):
+    with pytest.raises(ConfigError, match=message):
+        preflight(["+env=cartpole", override])
+
+
+def test_a_network_given_from_python_runs_evaluates_and_loads(tmp_path):
+    """`purerl.run(..., network=)` and `purerl.load(..., network=)`: the checkpoint holds the
+    module's params, and the loaded policy acts and evaluates with them."""
+    config = tiny_config(**{"log.progress": False, "log.tensorboard": False,
+                            "eval.num_episodes": 2})
+    summary = purerl.run(config, tmp_path, network=_factory)
+    assert summary["status"] == "completed" and summary["eval_return"] is not None
+    policy = purerl.load(tmp_path, network=_factory)
+    assert set(policy.params["params"]["network"]) == {"Dense_0", "Dense_1", "Dense_2"}
+    action, _ = policy.act(np.zeros((3, 4), np.float32))
+    assert action.shape[0] == 3
+    assert set(policy.evaluate(episodes=2)) == {"1.0", "0.0"}
+
+
+def test_a_recurrent_user_network_is_refused():
+    with pytest.raises(ConfigError, match="network.rnn=gru and network.factory=.*feed-forward"):
+        preflight(["+env=cartpole", "network=gru", "network.factory=custom_networks:small"])
+
+
+def _zero_weight(params, batch, outputs, hparams):
+    """A term of weight 0 that logs the batch's mean return and the policy output's width."""
+    return 0.0 * jnp.mean(outputs[1]), {"mean_return": batch.returns.mean(),
+                                        "logits": jnp.float32(outputs[0].shape[-1])}
+
+
+def _squared_weights(params, batch, outputs, hparams):
+    squares = sum(jnp.sum(jnp.square(x)) for x in jax.tree.leaves(params))
+    return 10.0 * squares, {"squares": squares}
+
+
+def test_loss_terms_add_to_the_loss_and_log_their_metrics():
+    """A zero-weight term leaves training bit-identical and logs its metrics as
+    `loss/<name>`; a heavy weight penalty shrinks the params (Adam at lr 1e-2 moves each by
+    about 1e-2 a step, 32 steps)."""
+    config = tiny_config(**{"ppo.lr": 1e-2, "ppo.anneal_lr": False})
+    plain_state, plain = _train(config)
+    state, metrics = _train(config, loss_terms=[_zero_weight])
+    for a, b in zip(jax.tree.leaves(plain_state.params), jax.tree.leaves(state.params)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    for name in ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_frac"):
+        np.testing.assert_array_equal(np.asarray(plain.losses[name]),
+                                      np.asarray(metrics.losses[name]))
+    assert sorted(set(metrics.losses) - set(plain.losses)) == ["loss/logits", "loss/mean_return"]
+    np.testing.assert_array_equal(np.asarray(metrics.losses["loss/logits"]), 2.0)
+    assert np.isfinite(np.asarray(metrics.losses["loss/mean_return"])).all()
+
+    decayed_state, decayed = _train(config, loss_terms=[_squared_weights])
+    norm = lambda params: sum(float(jnp.sum(jnp.square(x))) for x in jax.tree.leaves(params))  # noqa: E731
+    assert norm(decayed_state.params) < 0.5 * norm(plain_state.params)
+    squares = np.asarray(decayed.losses["loss/squares"])[0]
+    assert squares[-1] < squares[0]
+
+
+def test_a_term_whose_metric_is_not_a_scalar_is_named():
+    def per_sample(params, batch, outputs, hparams):
+        return 0.0, {"per_sample": batch.returns}
+
+    with pytest.raises(ValueError, match="loss term per_sample: metric 'per_sample' has shape"):
+        _train(tiny_config(), loss_terms=[per_sample])
+
+
+def _rows(run_dir):
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_the_examples_through_the_command_line(tmp_path):
+    """examples/networks.py's residual MLP with both of examples/loss_terms.py's terms: their
+    metrics in metrics.jsonl, evaluation, `purerl.load(run).act`, and a resume from a
+    checkpoint that ends bit-identical to the uninterrupted run."""
+    args = ["+env=cartpole", "network.factory=examples.networks:residual_mlp",
+            "ppo.loss_terms=[examples.loss_terms:value_sign,examples.loss_terms:weight_decay]",
+            "total_timesteps=1024", "ppo.num_steps=32", "ppo.num_epochs=2",
+            "ppo.num_minibatches=2", "network.hidden_sizes=[16,16]", "log.progress=false",
+            "log.tensorboard=false", "eval.num_episodes=2", "checkpoint.every=4"]
+    run_dir = tmp_path / "run"
+    result = run_cli(*args, f"hydra.run.dir={run_dir}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = _rows(run_dir)
+    assert len(rows) == 8
+    for key in ("loss/value_sign", "loss/value_sign_accuracy", "loss/weight_norm"):
+        assert all(np.isfinite(row[key]) for row in rows), key
+    assert 0 <= rows[-1]["loss/value_sign_accuracy"] <= 1
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["eval_return"] is not None
+
+    policy = purerl.load(run_dir)
+    assert "Dense_0" in policy.params["params"]["network"]
+    obs, _ = policy.env.reset(jax.random.key(0), policy.env_params)
+    action, _ = policy.act(obs[None])
+    assert action.shape[0] == 1 and 0 <= int(action.reshape(-1)[0]) < 2
+
+    resume_from_checkpoint(run_dir, tmp_path / "resumed", 4, *args)
+    assert _rows(tmp_path / "resumed") == rows
+
+
+def test_an_algorithm_of_ones_own_through_the_command_line(tmp_path):
+    """examples/kl_penalty.py through `algorithm=`: nothing is clipped, beta follows the
+    paper's rule after every update, and the policy learns CartPole (a random policy's return
+    is about 22), in training and in the final evaluation."""
+    from examples.kl_penalty import INITIAL_BETA, TARGET_KL
+
+    result = run_cli("+env=cartpole", "algorithm=examples.kl_penalty:make_kl_ppo",
+                     "total_timesteps=65536", "log.progress=false", "log.tensorboard=false",
+                     f"hydra.run.dir={tmp_path}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = _rows(tmp_path)
+    assert len(rows) == 128 and rows[0]["loss/kl_beta"] == INITIAL_BETA
+    for row, after in zip(rows, rows[1:]):
+        kl, beta = row["loss/kl"], row["loss/kl_beta"]
+        factor = 0.5 if kl < TARGET_KL / 1.5 else 2.0 if kl > TARGET_KL * 1.5 else 1.0
+        assert after["loss/kl_beta"] == pytest.approx(beta * factor, rel=1e-6)
+        assert row["clip_frac"] == 0 and row["clip_eps"] is None  # +inf: not clipped
+    returns = [r["episode_return"] for r in rows[-16:] if r["episode_return"] is not None]
+    assert np.mean(returns) > 150
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["eval_return"]["1.0"] > 150
