@@ -29,10 +29,11 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from purerl.agent import make_agent
-from purerl.config import SUITES, validate
+from purerl.config import SUITES
+from purerl.validation import validate
 from purerl.envs import make_env
 from purerl.program import make_train
-from purerl.train import config_dir
+from purerl.preflight import config_dir
 from throughput import timed
 
 RESULTS = Path(__file__).resolve().parent / "results"

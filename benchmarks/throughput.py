@@ -27,10 +27,11 @@ import jax
 import numpy as np
 from jax.experimental.compilation_cache import compilation_cache
 
-from purerl.config import Config, EnvConfig, validate
+from purerl.config import Config, EnvConfig
 from purerl.envs import make_env
 from purerl.logging.history import final_returns
 from purerl.program import make_train
+from purerl.validation import validate
 
 RESULTS = Path(__file__).resolve().parent / "results"
 COLD_COMPILES = 2

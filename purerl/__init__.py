@@ -8,25 +8,31 @@ from __future__ import annotations
 
 import importlib
 
-from purerl.config import Config, ConfigError, validate
+from purerl.config import Config, ConfigError
 from purerl.gymnax_import import defer_gymnax_plotting
+from purerl.validation import validate
+from purerl.version import __version__
 
 defer_gymnax_plotting()
 
 _LAZY = {  # name -> the module that defines it
     "compute_gae": "purerl.gae",
     "ppo_loss": "purerl.losses",
-    "PPO": "purerl.ppo",
-    "Metrics": "purerl.ppo",
-    "RunnerState": "purerl.ppo",
+    "ppo_term": "purerl.losses",
+    "Algorithm": "purerl.algorithm",
+    "Metrics": "purerl.algorithm",
+    "RunnerState": "purerl.algorithm",
+    "HyperParams": "purerl.schedules",
     "make_ppo": "purerl.ppo",
     "make_program": "purerl.program",
     "make_train": "purerl.program",
+    "run": "purerl.runner",
+    "Event": "purerl.events",
     "load": "purerl.trained",
     "TrainedPolicy": "purerl.trained",
 }
 
-__all__ = ["Config", "ConfigError", "validate", *_LAZY]
+__all__ = ["Config", "ConfigError", "validate", "__version__", *_LAZY]
 
 
 def __getattr__(name: str):

@@ -1,4 +1,4 @@
-"""The typed configuration schema, its validation, and the sizes derived from it.
+"""The typed configuration schema and the sizes derived from it (`purerl.validation` checks it).
 
 The dataclasses are plain (not frozen) so that Hydra can merge them as structured configs;
 after `validate` nothing mutates a `Config`. Derived sizes are properties, never written back.
@@ -6,9 +6,7 @@ after `validate` nothing mutates a `Config`. Derived sizes are properties, never
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
-import math
 import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, NamedTuple, Optional
@@ -108,6 +106,9 @@ class PPOConfig:
     max_grad_norm: float = 0.5
     target_kl: Optional[float] = None  # stop an update's epochs once approx KL > 1.5 x target_kl
     schedule: SchedulesConfig = field(default_factory=SchedulesConfig)
+    # Loss terms of a user's, "pkg.module:fn" each: `fn(params, batch, outputs, hparams) ->
+    # (loss, metrics)`, the loss added to PPO's, each metric logged as loss/<name>
+    loss_terms: List[str] = field(default_factory=list)
 
 
 @dataclass
@@ -124,6 +125,9 @@ class NetworkConfig:
     embed_dim: int = 16  # width of each token's embedding
     rnn: Optional[str] = None  # a memory after the torso: gru | lstm (RNN_CELLS); null: none
     rnn_size: int = 128  # units of the recurrent cell
+    # "pkg.module:fn": a user's network, `fn(obs_shape, action_spec, network_config)` -> a flax
+    # module mapping observations [B, *obs_shape] to (policy_out, value [B], ...); null: purerl's
+    factory: Optional[str] = None
 
 
 @dataclass
@@ -228,6 +232,12 @@ class Config:
     init_from: Optional[str] = None  # a run directory whose final network params start this run
     init_member: Optional[int] = None  # which member of init_from; null: each seed its own, or
     # the best member of a sweep
+    # End the run once the mean return over the members reaches this (after an evaluation when
+    # eval.every > 0, else after a logged update); null: train all total_timesteps
+    stop_at_return: Optional[float] = None
+    # "pkg.module:make_fn": an algorithm of a user's in place of PPO (`purerl.algorithm`),
+    # `make_fn(config, env, env_params, **parts) -> Algorithm(init, update)`; null: PPO
+    algorithm: Optional[str] = None
     # JAX's persistent compilation cache: "auto" is $JAX_COMPILATION_CACHE_DIR if set, else
     # $XDG_CACHE_HOME/purerl/xla (~/.cache/purerl/xla); a directory; None turns it off.
     compile_cache: Optional[str] = "auto"
@@ -277,257 +287,3 @@ def auto_cpu_devices(members: List[int], cores: Optional[int] = None) -> int:
         cores = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
                  else os.cpu_count() or 1)
     return max(n for n in range(1, max(cores, 1) + 1) if all(m % n == 0 for m in members))
-
-
-def validate(config: Config, num_devices: Optional[int] = 1) -> Config:
-    """Checks every setting and derived size on `num_devices` devices; raises ConfigError with a
-    one-line message. `num_devices=None` leaves out the checks that need the device count
-    (`check_devices`), so that the command line checks everything else before it imports JAX.
-    """
-    env, ppo = config.env, config.ppo
-    if not env.name:
-        raise ConfigError(
-            "env.name is empty: pass +env=<preset>, or +env=gymnax env.name=<gymnax id or module:attr>"
-        )
-    if env.name.partition("/")[0] in SUITES:
-        check_suite(env.name)
-    _positive("num_seeds", config.num_seeds)
-    if config.cpu_devices < 0:
-        raise ConfigError(f"cpu_devices={config.cpu_devices} must be >= 0 (0: one per core, as "
-                          "many as divide the members evenly)")
-    if config.prng_impl not in PRNG_IMPLS:
-        raise ConfigError(f"prng_impl={config.prng_impl!r} is not one of {', '.join(PRNG_IMPLS)}")
-    _positive("log_every", config.log_every)
-    _positive("env.num_envs", env.num_envs)
-    _positive("env.frame_stack", env.frame_stack)
-    if not 0 <= env.reset_pool < env.num_envs:
-        raise ConfigError(f"env.reset_pool={env.reset_pool} must be >= 0 and smaller than "
-                          f"env.num_envs={env.num_envs} (0: every env draws its own reset)")
-    for key in ("clip_obs", "clip_reward"):
-        if not getattr(env, key) > 0:
-            raise ConfigError(f"env.{key}={getattr(env, key)} must be > 0")
-    for key in ("num_steps", "num_epochs", "num_minibatches"):
-        _positive(f"ppo.{key}", getattr(ppo, key))
-    _check_minibatches(config, env.num_envs, num_devices=1)
-    if config.total_timesteps < config.batch_size:
-        raise ConfigError(
-            f"total_timesteps={config.total_timesteps} is smaller than one update: "
-            f"env.num_envs * ppo.num_steps = {env.num_envs} * {ppo.num_steps} = {config.batch_size}"
-        )
-    for name in SWEEPABLE:
-        value = getattr(ppo, name)
-        if value is not None and not _in_range(name, value):
-            raise ConfigError(f"ppo.{name}={value} must be {HYPERPARAM_RANGES[name][0]}"
-                              + (", or null to turn it off" if name == "target_kl" else ""))
-    _validate_sweep(config.sweep)
-    _validate_pbt(config)
-    if ppo.anneal_lr and ppo.schedule.lr.kind != "constant":
-        raise ConfigError(
-            f"ppo.anneal_lr=true and ppo.schedule.lr.kind={ppo.schedule.lr.kind} both set the lr "
-            "schedule: use one"
-        )
-    for name in SCHEDULED_HYPERPARAMS:
-        _validate_schedule(f"ppo.schedule.{name}", config.schedule(name))
-    _validate_eval_and_checkpoint(config)
-    _validate_distributed(config.distributed)
-    if config.compile_cache is not None and not config.compile_cache.strip():
-        raise ConfigError(f"compile_cache={config.compile_cache!r} is empty: give a directory, "
-                          "auto (the default) or null (no cache)")
-    net = config.network
-    if not net.hidden_sizes or any(size <= 0 for size in net.hidden_sizes):
-        raise ConfigError(f"network.hidden_sizes={list(net.hidden_sizes)} must be positive sizes")
-    for key in ("conv_kernels", "conv_strides", "conv_padding"):
-        entries, layers = len(getattr(net, key)), len(net.conv_channels)
-        if entries != layers:
-            raise ConfigError(f"network.{key} has {entries} entries, network.conv_channels "
-                              f"{layers}: one per convolution")
-    for key in ("conv_channels", "conv_kernels", "conv_strides"):
-        if any(value <= 0 for value in getattr(net, key)):
-            raise ConfigError(f"network.{key}={list(getattr(net, key))} must be positive")
-    if any(padding not in CONV_PADDINGS for padding in net.conv_padding):
-        raise ConfigError(f"network.conv_padding={list(net.conv_padding)}: each entry must be "
-                          f"one of {', '.join(CONV_PADDINGS)}")
-    _positive("network.embed_dim", net.embed_dim)
-    if net.vocab_size < 0 or net.vocab_size == 1:
-        raise ConfigError(f"network.vocab_size={net.vocab_size} must be 0 (off) or >= 2")
-    if net.vocab_size and net.conv_channels:
-        raise ConfigError("network.vocab_size and network.conv_channels cannot both be set")
-    if net.rnn is not None and net.rnn not in RNN_CELLS:
-        raise ConfigError(f"network.rnn={net.rnn!r} is not one of {', '.join(RNN_CELLS)} "
-                          "(or null: no memory)")
-    _positive("network.rnn_size", net.rnn_size)
-    if net.activation not in ACTIVATIONS:
-        raise ConfigError(
-            f"network.activation={net.activation!r} is not one of {', '.join(ACTIVATIONS)}"
-        )
-    if num_devices is not None:
-        check_devices(config, num_devices)
-    return config
-
-
-def check_devices(config: Config, num_devices: int) -> None:
-    """The checks of `validate` that need the device count: the envs, and each device's share
-    of the batch, must divide evenly over the devices the envs are split over; raises
-    ConfigError."""
-    num_devices = env_devices(config.num_members, num_devices)
-    num_envs = config.env.num_envs
-    if num_envs % num_devices:
-        raise ConfigError(
-            f"env.num_envs={num_envs} is not divisible by the number of devices ({num_devices})")
-    _check_minibatches(config, num_envs // num_devices, num_devices)
-
-
-def _check_minibatches(config: Config, local_envs: int, num_devices: int) -> None:
-    """Each device's batch, of `local_envs` envs, must divide into the minibatches: its
-    transitions, or with a recurrent policy (whose minibatches are whole env sequences) its
-    envs."""
-    env, ppo = config.env, config.ppo
-    per_device = f" ({local_envs} per device)" if num_devices > 1 else ""
-    if config.network.rnn is not None:
-        if local_envs % ppo.num_minibatches:
-            raise ConfigError(
-                f"env.num_envs={env.num_envs}{per_device} is not divisible by "
-                f"ppo.num_minibatches={ppo.num_minibatches}: a recurrent policy's minibatches "
-                "are groups of whole envs")
-        return
-    local_batch = local_envs * ppo.num_steps
-    if local_batch % ppo.num_minibatches:
-        raise ConfigError(
-            f"env.num_envs * ppo.num_steps = {env.num_envs} * {ppo.num_steps} = {config.batch_size}"
-            + (f" ({local_batch} per device)" if num_devices > 1 else "")
-            + f" is not divisible by ppo.num_minibatches={ppo.num_minibatches}"
-        )
-
-
-def _validate_eval_and_checkpoint(config: Config) -> None:
-    evaluation, checkpoint = config.eval, config.checkpoint
-    for key, value in (("eval.every", evaluation.every), ("checkpoint.every", checkpoint.every)):
-        if value < 0:
-            raise ConfigError(f"{key}={value} must be >= 0 (0: only at the end)")
-    _positive("eval.num_episodes", evaluation.num_episodes)
-    if evaluation.max_steps is not None:
-        _positive("eval.max_steps", evaluation.max_steps)
-    if not evaluation.temperatures or any(not t >= 0 for t in evaluation.temperatures):
-        raise ConfigError(
-            f"eval.temperatures={list(evaluation.temperatures)} must be a non-empty list of "
-            "values >= 0 (0.0: the greedy action)")
-    if len(set(map(float, evaluation.temperatures))) < len(evaluation.temperatures):
-        raise ConfigError(f"eval.temperatures={list(evaluation.temperatures)} has a repeated value")
-    _positive("checkpoint.keep", checkpoint.keep)
-    if config.resume and config.init_from:
-        raise ConfigError("resume=true and init_from are exclusive: a resumed run already has "
-                          "its params")
-
-
-def _validate_distributed(dist: DistributedConfig) -> None:
-    _positive("distributed.heartbeat_timeout_s", dist.heartbeat_timeout_s)
-    if dist.num_processes is not None:
-        _positive("distributed.num_processes", dist.num_processes)
-    if dist.process_id is not None and (
-            dist.process_id < 0
-            or (dist.num_processes is not None and dist.process_id >= dist.num_processes)):
-        raise ConfigError(f"distributed.process_id={dist.process_id} must be in "
-                          f"[0, distributed.num_processes={dist.num_processes})")
-    if dist.coordinator is not None and (
-            ":" not in dist.coordinator or not dist.coordinator.rsplit(":", 1)[1].isdigit()):
-        raise ConfigError(f"distributed.coordinator={dist.coordinator!r} must be host:port")
-    if not dist.enabled and (dist.coordinator, dist.num_processes, dist.process_id) != (
-            None, None, None):
-        raise ConfigError("distributed.coordinator, num_processes or process_id is set but "
-                          "distributed.enabled=false: pass distributed.enabled=true")
-
-
-# Each sweepable hyperparameter's valid values: (what they must be, the test).
-HYPERPARAM_RANGES = {
-    "lr": ("> 0", lambda v: v > 0),
-    "gamma": ("in [0, 1]", lambda v: 0.0 <= v <= 1.0),
-    "gae_lambda": ("in [0, 1]", lambda v: 0.0 <= v <= 1.0),
-    "clip_eps": ("> 0", lambda v: v > 0),
-    "ent_coef": (">= 0", lambda v: v >= 0),
-    "vf_coef": (">= 0", lambda v: v >= 0),
-    "max_grad_norm": ("> 0", lambda v: v > 0),
-    "target_kl": ("> 0", lambda v: v > 0),
-}
-
-
-def _in_range(name: str, value: float) -> bool:
-    return math.isfinite(value) and HYPERPARAM_RANGES[name][1](value)
-
-
-def _validate_sweep(sweep: SweepConfig) -> None:
-    for name, values in sweep.swept().items():
-        if not values:
-            raise ConfigError(f"sweep.{name}=[] is empty: give at least one value, or leave it "
-                              "out")
-        bad = [v for v in values if not _in_range(name, v)]
-        if bad:
-            raise ConfigError(f"sweep.{name}={values}: {bad[0]} is out of range, each value "
-                              f"must be {HYPERPARAM_RANGES[name][0]}")
-        if len(set(values)) < len(values):
-            raise ConfigError(f"sweep.{name}={values} has a repeated value")
-
-
-def _validate_pbt(config: Config) -> None:
-    pbt = config.pbt
-    if pbt.every < 0:
-        raise ConfigError(f"pbt.every={pbt.every} must be >= 0 (0: off)")
-    if not 0.0 < pbt.fraction <= 0.5:
-        raise ConfigError(f"pbt.fraction={pbt.fraction} must be in (0, 0.5]")
-    if not pbt.perturb or any(not (math.isfinite(f) and f > 0) for f in pbt.perturb):
-        raise ConfigError(f"pbt.perturb={list(pbt.perturb)} must be a non-empty list of "
-                          "factors > 0")
-    unknown = [name for name in pbt.evolving(config.sweep) if name not in SWEEPABLE]
-    if unknown:
-        raise ConfigError(f"pbt.hparams: {unknown[0]} is not one of {', '.join(SWEEPABLE)}")
-    if pbt.every == 0:
-        return
-    if "target_kl" in pbt.evolving(config.sweep) and (
-            config.ppo.target_kl is None and config.sweep.target_kl is None):
-        raise ConfigError("pbt.hparams has target_kl, but target-KL stopping is off: set "
-                          "ppo.target_kl or sweep.target_kl")
-    replaced = int(pbt.fraction * config.num_members)
-    if replaced < 1:
-        raise ConfigError(f"pbt.fraction={pbt.fraction} of {config.num_members} member(s) "
-                          "replaces none: give more seeds or grid points, or a larger fraction")
-    if pbt.every >= config.num_updates:
-        raise ConfigError(f"pbt.every={pbt.every} is not below the run's {config.num_updates} "
-                          "updates: no generation would happen")
-
-
-def check_suite(name: str) -> tuple:
-    """`<suite>/<id>` -> (its Suite, the id); raises ConfigError for an empty id or a suite
-    that is not installed (checked without importing it, before JAX starts)."""
-    prefix, _, env_id = name.partition("/")
-    suite = SUITES[prefix]
-    if not env_id:
-        raise ConfigError(f"env.name={name!r} names no env of {prefix}: write {prefix}/<id>")
-    if importlib.util.find_spec(suite.package) is None:
-        raise ConfigError(
-            f"env.name={name!r} needs {prefix}, which is not installed: "
-            f"pip install -e \".[{suite.extra}]\"")
-    return suite, env_id
-
-
-def _positive(key: str, value: int) -> None:
-    if value <= 0:
-        raise ConfigError(f"{key}={value} must be > 0")
-
-
-def _validate_schedule(key: str, schedule: ScheduleConfig) -> None:
-    if schedule.kind not in SCHEDULE_KINDS:
-        raise ConfigError(f"{key}.kind={schedule.kind!r} is not one of {', '.join(SCHEDULE_KINDS)}")
-    if not 0.0 < schedule.fraction <= 1.0:
-        raise ConfigError(f"{key}.fraction={schedule.fraction} must be in (0, 1]")
-    if schedule.kind == "exponential" and not schedule.end > 0:
-        raise ConfigError(f"{key}.end={schedule.end} must be > 0 for an exponential schedule")
-    if schedule.kind == "piecewise":
-        bounds, values = list(schedule.boundaries), list(schedule.values)
-        if len(values) != len(bounds) + 1:
-            raise ConfigError(
-                f"{key}: piecewise needs one more value than boundaries, got "
-                f"{len(values)} values and {len(bounds)} boundaries"
-            )
-        if any(not 0.0 < b < 1.0 for b in bounds) or bounds != sorted(bounds):
-            raise ConfigError(f"{key}.boundaries={bounds} must increase within (0, 1)")
-    if not all(math.isfinite(v) for v in [schedule.end, *schedule.values]):
-        raise ConfigError(f"{key} has a non-finite multiplier")

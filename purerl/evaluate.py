@@ -26,7 +26,8 @@ from typing import Dict, List, Optional
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from purerl.config import ConfigError, validate
+from purerl.config import ConfigError
+from purerl.validation import validate
 
 # Envs gymnax's Visualizer draws.
 NEEDS_PYGAME = ("CartPole-v1", "Acrobot-v1", "Pendulum-v1", "MountainCar-v0",

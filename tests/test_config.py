@@ -6,8 +6,10 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from purerl.checkpoint import config_differences
-from purerl.config import Config, ConfigError, EnvConfig, auto_cpu_devices, check_devices, validate
-from purerl.train import compile_cache_dir, config_dir, load_config, preflight
+from purerl.config import Config, ConfigError, EnvConfig, auto_cpu_devices
+from purerl.validation import check_devices, validate
+from purerl.preflight import config_dir, load_config, preflight
+from purerl.runtime import compile_cache_dir
 
 
 @pytest.mark.parametrize("overrides, message", [

@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 from conftest import resume_from_checkpoint, run_cli, tiny_config
 
-from purerl.config import ConfigError, validate
+from purerl.config import ConfigError
 from purerl.pbt import generation_fitness, make_pbt_step
 from purerl.program import make_program
+from purerl.validation import validate
 
 
 def test_the_worst_copy_the_best_and_perturb_what_they_copied():

@@ -10,7 +10,8 @@ from __future__ import annotations
 import importlib
 import sys
 
-from purerl.config import SUITES, EnvConfig, check_suite
+from purerl.config import SUITES, EnvConfig
+from purerl.validation import check_suite
 
 
 def is_suite_name(name: str) -> bool:
