@@ -133,7 +133,7 @@ def default_optimizer(hp: HyperParams, flat: bool = False) -> optax.GradientTran
 
 
 class _Carry(NamedTuple):
-    params: Any  # the param tree
+    params: Any  # the param tree, or raveled `[P]` (`carries_flat`)
     opt_state: Any
     stopped: jax.Array  # bool [], target KL exceeded: skip the remaining steps
     info_sum: Dict[str, jax.Array]  # the terms' metrics summed over the minibatches computed
@@ -168,6 +168,11 @@ def make_learner(agent: Agent, *, batch_size: int, num_epochs: int, num_minibatc
             return default_optimizer(hp, flat=plan.flat_optimizer)
     else:
         make_opt = optimizer
+    # The default optimizer with the plan's `flat_optimizer`: the scan carries the params
+    # raveled into one vector `[P]`, `flat_update`'s layout, and steps them with its inner
+    # transformation; each step unravels them once for the network (slices that fuse into its
+    # matmuls) and updates them in one fused op, with no ravel of the gradients per step.
+    carries_flat = optimizer is None and plan.flat_optimizer
 
     def init_opt_state(params, hp: HyperParams):
         """The optimizer's state of the param tree `params` before its first step."""
@@ -199,8 +204,14 @@ def make_learner(agent: Agent, *, batch_size: int, num_epochs: int, num_minibatc
               hp: HyperParams) -> Learned:
         """All epochs x minibatches as one scan over minibatches shuffled by uint32
         `shuffle_bits` of `shuffle_shape`."""
-        opt = make_opt(hp)
-        grad_fn = jax.value_and_grad(minibatch_loss, has_aux=True)
+        if carries_flat:
+            start, as_tree = ravel_pytree(params)
+            opt = make_optimizer(hp.max_grad_norm, hp.lr)  # `flat_update`'s inner one
+        else:
+            start, as_tree, opt = params, (lambda tree: tree), make_opt(hp)
+        grad_fn = jax.value_and_grad(
+            lambda carried, minibatch, hp: minibatch_loss(as_tree(carried), minibatch, hp),
+            has_aux=True)
         indices = permutations_from_bits(shuffle_bits, batch_size, prng_impl,
                                          plan.packed_sort_bits).reshape(num_steps, minibatch_size)
         batch_bytes = sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(batch))
@@ -252,12 +263,12 @@ def make_learner(agent: Agent, *, batch_size: int, num_epochs: int, num_minibatc
         first = (jax.tree.map(lambda x: x[0], steps_input) if gather_ahead
                  else gather(indices[0]))
         metric_shapes = jax.eval_shape(minibatch_loss, params, first, hp)[1]
-        carry = _Carry(params, opt_state, jnp.bool_(False),
+        carry = _Carry(start, opt_state, jnp.bool_(False),
                        jax.tree.map(lambda m: jnp.zeros(m.shape, m.dtype), metric_shapes),
                        jnp.int32(0), jnp.int32(0), jnp.int32(0))
         carry = jax.lax.scan(minibatch_step, carry, steps_input)[0]
         computed = jnp.maximum(carry.computed, 1)
-        return Learned(carry.params, carry.opt_state,
+        return Learned(as_tree(carry.params), carry.opt_state,
                        jax.tree.map(lambda total: total / computed, carry.info_sum),
                        carry.taken, carry.nonfinite)
 

@@ -7,7 +7,7 @@ import pytest
 
 from purerl.agent import make_agent
 from purerl.envs import make_env
-from purerl.learner import Batch, make_learner
+from purerl.learner import Batch, make_learner, make_optimizer
 from purerl.layers import init_params
 from purerl.prng import draw_bits
 from purerl.schedules import hyperparams_from_config
@@ -34,10 +34,12 @@ def setup():
     return config, agent, params, batch
 
 
-def _learn(config, agent, params, batch, *, epochs, minibatches, target_kl=None):
+def _learn(config, agent, params, batch, *, epochs, minibatches, target_kl=None,
+           optimizer=None):
     learner = make_learner(agent, batch_size=BATCH, num_epochs=epochs,
                            num_minibatches=minibatches, clip_value=True,
-                           early_stop=target_kl is not None, prng_impl=config.prng_impl)
+                           early_stop=target_kl is not None, prng_impl=config.prng_impl,
+                           optimizer=optimizer)
     hp = hyperparams_from_config(config)._replace(lr=jnp.float32(1e-2))
     if target_kl is not None:
         hp = hp._replace(target_kl=jnp.float32(target_kl))
@@ -83,3 +85,20 @@ def test_gathering_per_step_equals_gathering_ahead(setup):
     per_step = _learn(config, per_step_agent, params, batch, epochs=2, minibatches=4)
     for a, b in zip(jax.tree.leaves(ahead), jax.tree.leaves(per_step)):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("target_kl", [None, 0.02])
+def test_the_flat_carry_steps_as_the_optimizer_on_the_tree(setup, target_kl):
+    """The CPU plan's default optimizer carries the params raveled into one vector through the
+    scan; given as a user's optimizer, the same Adam runs on the tree: both end at the same
+    params (up to the order of the global norm's sums) after the same number of steps."""
+    config, agent, params, batch = setup
+    assert agent.plan.flat_optimizer
+    flat = _learn(config, agent, params, batch, epochs=2, minibatches=4, target_kl=target_kl)
+    tree = _learn(config, agent, params, batch, epochs=2, minibatches=4, target_kl=target_kl,
+                  optimizer=lambda hp: make_optimizer(hp.max_grad_norm, hp.lr))
+    assert int(flat.opt_steps) == int(tree.opt_steps)
+    assert flat.opt_state[1].mu.ndim == 1  # [P]
+    assert jax.tree.structure(tree.opt_state[1].mu) == jax.tree.structure(params)
+    for a, b in zip(jax.tree.leaves(flat.params), jax.tree.leaves(tree.params)):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
