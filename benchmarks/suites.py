@@ -62,7 +62,7 @@ def raw_env_program(config, num_updates: int):
     """`run(key) -> total reward`: the trainer's envs (the agent's wrapped, vmapped step)
     stepped `num_updates` x `ppo.num_steps` times by uniformly random actions."""
     env, env_params = make_env(config.env)
-    agent = make_agent(config, env, env_params)
+    agent = make_agent(config.env, config.network, env, env_params)
     space, num_envs = env.action_space(env_params), config.env.num_envs
 
     def run(key):

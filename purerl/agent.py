@@ -1,6 +1,6 @@
 """The agent: what training and evaluation share about acting in the envs.
 
-`make_agent(config, env, env_params, network=None) -> Agent`: the env's action spec, the
+`make_agent(env_config, network_config, env, env_params) -> Agent`: the env's action spec, the
 policy's distribution, the network (purerl's, or a user's), and the env as the trainer steps it
 (wrapped: auto-reset, one-hot, frame stack, episode stats), vmapped over envs;
 `Agent.policy_step` acts with or without a recurrent policy's `Memory`.
@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from purerl.config import Config
+from purerl.config import EnvConfig, NetworkConfig
 from purerl.distributions import ActionDistribution
 from purerl.envs import check_env, takes_drawn_resets, wrap_env
 from purerl.envs.normalization import network_input
@@ -97,32 +97,34 @@ class Agent(NamedTuple):
         return self.masked(policy_out, mask), None, None
 
 
-def make_agent(config: Config, env, env_params, network: Optional[UserNetwork] = None,
+def make_agent(env_config: EnvConfig, network_config: NetworkConfig, env, env_params,
+               network: Optional[UserNetwork] = None,
                plan: Optional[ExecutionPlan] = None) -> Agent:
     """The agent of `env`: checks its spaces and builds the shared pieces (raises ConfigError).
 
     Args:
-        config: the run's settings (`env` and `network` are read).
+        env_config: the `env` settings (wrappers, normalization).
+        network_config: the `network` settings.
         env, env_params: the unwrapped env (`purerl.envs.make_env`).
         network: a user's network given from Python (a flax module, or a factory as
-            `network.factory` names one); default: what `config.network` describes.
+            `network.factory` names one); default: what `network_config` describes.
         plan: the execution plan of the programs the agent is part of (default: the default
             backend's, `purerl.plan.execution_plan`).
     """
-    spec = check_env(env, env_params, config.env.name)
+    spec = check_env(env, env_params, env_config.name)
     plan = execution_plan() if plan is None else plan
-    wrapped = wrap_env(env, config.env, env_params)
+    wrapped = wrap_env(env, env_config, env_params)
     obs_space = wrapped.observation_space(env_params)
     bounds = None  # of what the network reads: a quantizing torso scales by them
-    if config.network.vocab_size:
-        clip = config.env.clip_obs
-        bounds = (-clip, clip) if config.env.normalize_obs else (obs_space.low, obs_space.high)
+    if network_config.vocab_size:
+        clip = env_config.clip_obs
+        bounds = (-clip, clip) if env_config.normalize_obs else (obs_space.low, obs_space.high)
     draw_resets = None
     if takes_drawn_resets(env):
         draw_resets = jax.vmap(env.reset_env, in_axes=(0, None))
     return Agent(spec, tuple(obs_space.shape), ActionDistribution(spec),
-                 make_network(config.network, spec, obs_space.shape, bounds, network, plan),
-                 functools.partial(network_input, config.env),
+                 make_network(network_config, spec, obs_space.shape, bounds, network, plan),
+                 functools.partial(network_input, env_config),
                  jax.vmap(wrapped.reset, in_axes=(0, None)),
                  jax.vmap(wrapped.step, in_axes=(0, 0, 0, None, 0)),
                  draw_resets, plan, getattr(env, "action_mask_size", 0))

@@ -78,7 +78,7 @@ def make_evaluator(config: Config, env, env_params, network=None,
     """`Evaluator(evaluate, record)` for one seed's params: `evaluate(params, obs_stats, key)
     -> EvalResult`; `record(params, obs_stats, key, temperature) -> Episode`. `network`: a
     user's network given from Python and `plan` the execution plan (`purerl.agent.make_agent`)."""
-    agent = make_agent(config, env, env_params, network, plan)
+    agent = make_agent(config.env, config.network, env, env_params, network, plan)
     spec, policy = agent.spec, agent.policy
     reset_envs, step_envs = agent.reset_envs, agent.step_envs
     num_episodes, max_steps = config.eval.num_episodes, eval_max_steps(config, env_params)

@@ -46,7 +46,7 @@ def make_ppo(
     ppo, env_config, impl = config.ppo, config.env, config.prng_impl
     num_envs = env_config.num_envs if num_envs is None else num_envs
     num_steps, words = ppo.num_steps, key_words(impl)
-    agent = make_agent(config, env, env_params, network, plan)
+    agent = make_agent(config.env, config.network, env, env_params, network, plan)
     one_draw = agent.plan.one_draw_init
     scheduled = make_schedules(config)
     if env_config.reset_pool and agent.draw_resets is None:

@@ -227,7 +227,7 @@ def preflight(argv: List[str]) -> None:
     from purerl.plugins import load_callable
 
     for config in configs:  # the env's spaces, the network against its observations
-        make_agent(config, *make_env(config.env))
+        make_agent(config.env, config.network, *make_env(config.env))
         for name in config.ppo.loss_terms:
             load_callable("ppo.loss_terms", name)
         if config.algorithm is not None:

@@ -45,7 +45,8 @@ class TrainedPolicy:
     network: Any = dataclasses.field(default=None, repr=False)  # a user's, given from Python
 
     def __post_init__(self):
-        self._agent = make_agent(self.config, self.base_env, self.env_params, self.network)
+        self._agent = make_agent(self.config.env, self.config.network, self.base_env,
+                                 self.env_params, self.network)
         self._act = jax.jit(self._act_batch)
 
     @property

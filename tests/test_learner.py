@@ -21,7 +21,7 @@ def setup():
 
     config = tiny_config()
     env, env_params = make_env(config.env)
-    agent = make_agent(config, env, env_params)
+    agent = make_agent(config.env, config.network, env, env_params)
     params = init_params(agent.network, jax.random.key(1),
                          np.zeros((1, *agent.obs_shape), np.float32))
     keys = jax.random.split(jax.random.key(2), 4)

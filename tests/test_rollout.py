@@ -22,7 +22,7 @@ def chain_agent():
 
     config = tiny_config(**{"env.name": "custom_envs:Chain", "env.num_envs": NUM_ENVS})
     env, env_params = make_env(config.env)
-    agent = make_agent(config, env, env_params)
+    agent = make_agent(config.env, config.network, env, env_params)
     params = init_params(agent.network, jax.random.key(1),
                          np.zeros((1, *agent.obs_shape), np.float32))
     return agent, params, env_params
@@ -91,7 +91,7 @@ def test_reset_pool_shares_fresh_resets_among_the_envs(pool):
     config = tiny_config(**{"env.name": "custom_envs:RandomStart", "env.num_envs": NUM_ENVS,
                             "env.reset_pool": pool})
     env, env_params = make_env(config.env)
-    agent = make_agent(config, env, env_params)
+    agent = make_agent(config.env, config.network, env, env_params)
     params = init_params(agent.network, jax.random.key(1),
                          np.zeros((1, *agent.obs_shape), np.float32))
     keys = jax.random.split(jax.random.key(0), 5)
