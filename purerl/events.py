@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
 from purerl.config import Config
+from purerl.version import __version__
 
 log = logging.getLogger("purerl")
 PROGRESS_LINES = 10  # about this many progress lines per run
@@ -83,7 +84,6 @@ class Run:
         """The host's record saved with a checkpoint."""
         import jax
 
-        from purerl.version import __version__
         from purerl.checkpoint import config_record
 
         return {"version": __version__, "config": config_record(self.config),

@@ -51,8 +51,8 @@ class Program(NamedTuple):
     state_sharding: object
     plan: ExecutionPlan  # the faster paths its programs take on their platform
     network: object = None  # the user's network given from Python, for evaluation; or None
-    # the objects given from Python (algorithm, network, loss terms, optimizer): compiled
-    # programs are reused only for the same ones
+    # the objects given from Python or chosen for them (algorithm, network, loss terms,
+    # optimizer, plan): compiled programs are reused only for the same ones
     given: Tuple = ()
 
 
@@ -164,7 +164,7 @@ def make_program(config: Config, chunk: Optional[int] = None, *,
                                     is_leaf=lambda x: isinstance(x, P)),
         plan=plan,
         network=network,
-        given=(algorithm, network, *loss_terms, optimizer),
+        given=(algorithm, network, *loss_terms, optimizer, plan),
     )
 
 
