@@ -72,6 +72,7 @@ def compile_programs(config: Config, program, key,
     import jax
     import numpy as np
 
+    from purerl.agent import make_agent
     from purerl.envs import make_env
     from purerl.evaluation import make_evaluator
     from purerl.parallel import map_seeds
@@ -93,7 +94,9 @@ def compile_programs(config: Config, program, key,
     def after_chunk(lowered):
         return pool.submit(_compile_after, compiling_chunk, lowered)
 
-    evaluator = make_evaluator(config, *make_env(config.env), program.network, program.plan)
+    env, env_params = make_env(config.env)
+    agent = make_agent(config.env, config.network, env, env_params, program.network, program.plan)
+    evaluator = make_evaluator(agent, env_params, config.eval)
     evaluate = after_chunk(jax.jit(map_seeds(evaluator.evaluate, config.num_members)).lower(
         state.params, state.normalizer.obs, eval_keys(config, key)))
     pbt = None

@@ -272,6 +272,10 @@ class Config:
             return ScheduleConfig(kind="linear", end=0.0)
         return schedule
 
+    def schedules(self) -> Dict[str, ScheduleConfig]:
+        """The effective schedule of every scheduled hyperparameter, by name."""
+        return {name: self.schedule(name) for name in SCHEDULED_HYPERPARAMS}
+
 
 def env_devices(num_members: int, num_devices: int) -> int:
     """How many devices a run's envs are split over: none (1) when its members (seeds) split

@@ -82,6 +82,7 @@ def evaluate_run(args: EvaluateArgs) -> Dict[str, Dict[str, float]]:
     import jax
     import numpy as np
 
+    from purerl.agent import make_agent
     from purerl.checkpoint import restore_run
     from purerl.envs import make_env
     from purerl.evaluation import make_evaluator, with_evaluation
@@ -106,7 +107,8 @@ def evaluate_run(args: EvaluateArgs) -> Dict[str, Dict[str, float]]:
                           "pip install 'purerl[render]'")
 
     env, env_params = make_env(config.env)
-    evaluator = make_evaluator(config, env, env_params)
+    evaluator = make_evaluator(make_agent(config.env, config.network, env, env_params),
+                               env_params, config.eval)
     eval_key = jax.random.key(args.seed)
     result = jax.jit(map_seeds(evaluator.evaluate, members))(
         state.params, state.normalizer.obs, jax.random.split(eval_key, members))

@@ -1,7 +1,7 @@
 """Evaluation episodes at several sampling temperatures (trax's `eval_temperatures`).
 
-`make_evaluator(config, env, env_params).evaluate(params, obs_stats, key)` is a pure function
-for one seed: `eval.num_episodes` fresh eval envs per temperature play one episode
+`make_evaluator(agent, env_params, settings).evaluate(params, obs_stats, key)` is a pure
+function for one seed: `eval.num_episodes` fresh eval envs per temperature play one episode
 each, for at most `eval.max_steps` steps, with the policy sampled at each temperature of
 `eval.temperatures` (0.0: the mode). Observations are normalized with the training statistics,
 which evaluation never updates. Every temperature plays from the same start states.
@@ -15,13 +15,12 @@ from typing import Callable, NamedTuple, Optional, Sequence
 import jax
 import jax.numpy as jnp
 
-from purerl.config import Config
+from purerl.config import Config, EvalConfig
 from purerl.envs import EpisodeStatsState
 from purerl.envs.wrappers import FrameStackState
 from purerl.envs.normalization import RunningMeanStd
-from purerl.agent import Memory, make_agent
+from purerl.agent import Agent, Memory
 from purerl.networks import with_policy_kernels
-from purerl.plan import ExecutionPlan
 from purerl.prng import draw_bits, keys_from_bits
 
 DEFAULT_MAX_STEPS = 1000  # for envs whose params have no max_steps_in_episode
@@ -55,10 +54,10 @@ def unwrap_state(state):
     return state
 
 
-def eval_max_steps(config: Config, env_params) -> int:
+def eval_max_steps(settings: EvalConfig, env_params) -> int:
     """`eval.max_steps`, or the env's own episode limit when it is null."""
-    if config.eval.max_steps is not None:
-        return config.eval.max_steps
+    if settings.max_steps is not None:
+        return settings.max_steps
     return int(getattr(env_params, "max_steps_in_episode", DEFAULT_MAX_STEPS))
 
 
@@ -73,16 +72,15 @@ def with_evaluation(config: Config, episodes: int, temperatures: Optional[Sequen
     return dataclasses.replace(config, eval=evaluation)
 
 
-def make_evaluator(config: Config, env, env_params, network=None,
-                   plan: Optional[ExecutionPlan] = None) -> "Evaluator":
-    """`Evaluator(evaluate, record)` for one seed's params: `evaluate(params, obs_stats, key)
-    -> EvalResult`; `record(params, obs_stats, key, temperature) -> Episode`. `network`: a
-    user's network given from Python and `plan` the execution plan (`purerl.agent.make_agent`)."""
-    agent = make_agent(config.env, config.network, env, env_params, network, plan)
+def make_evaluator(agent: Agent, env_params, settings: EvalConfig) -> "Evaluator":
+    """`Evaluator(evaluate, record)` for one seed's params of `agent`
+    (`purerl.agent.make_agent`) on the env of `env_params`, by the `eval` settings:
+    `evaluate(params, obs_stats, key) -> EvalResult`; `record(params, obs_stats, key,
+    temperature) -> Episode`."""
     spec, policy = agent.spec, agent.policy
     reset_envs, step_envs = agent.reset_envs, agent.step_envs
-    num_episodes, max_steps = config.eval.num_episodes, eval_max_steps(config, env_params)
-    temperatures = jnp.asarray(config.eval.temperatures, jnp.float32)
+    num_episodes, max_steps = settings.num_episodes, eval_max_steps(settings, env_params)
+    temperatures = jnp.asarray(settings.temperatures, jnp.float32)
 
     def play(params, obs_stats: RunningMeanStd, key, temperature) -> EvalResult:
         impl, words = jax.random.key_impl(key), jax.random.key_data(key).shape[-1]

@@ -48,7 +48,7 @@ def make_ppo(
     num_steps, words = ppo.num_steps, key_words(impl)
     agent = make_agent(config.env, config.network, env, env_params, network, plan)
     one_draw = agent.plan.one_draw_init
-    scheduled = make_schedules(config)
+    scheduled = make_schedules(config.schedules(), config.num_updates)
     if env_config.reset_pool and agent.draw_resets is None:
         raise ConfigError(f"env.reset_pool={env_config.reset_pool}: env.name={env_config.name!r} "
                           "resets inside its own step, so it cannot take pooled resets")

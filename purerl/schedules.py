@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, Mapping, NamedTuple
 
 import jax
 import jax.numpy as jnp
 
-from purerl.config import SCHEDULED_HYPERPARAMS, Config, ScheduleConfig
+from purerl.config import Config, ScheduleConfig
 
 
 class HyperParams(NamedTuple):
@@ -84,12 +84,11 @@ def schedule_factor(schedule: ScheduleConfig, progress: jax.Array) -> jax.Array:
     raise ValueError(f"unknown schedule kind {schedule.kind!r}")
 
 
-def make_schedules(config: Config) -> Callable[[HyperParams, jax.Array], HyperParams]:
-    """`scheduled(base, update) -> HyperParams`: `base` with each scheduled hyperparameter
-    moved to its value at update `update` (an int32 scalar) of the run's `num_updates`; it
-    holds the schedules alone, not the config."""
-    schedules = {name: config.schedule(name) for name in SCHEDULED_HYPERPARAMS}
-    num_updates = config.num_updates
+def make_schedules(schedules: Mapping[str, ScheduleConfig], num_updates: int
+                   ) -> Callable[[HyperParams, jax.Array], HyperParams]:
+    """`scheduled(base, update) -> HyperParams`: `base` with each hyperparameter named in
+    `schedules` (`Config.schedules()`) moved to its value at update `update` (an int32 scalar)
+    of `num_updates`."""
 
     def scheduled(base: HyperParams, update: jax.Array) -> HyperParams:
         progress = update.astype(jnp.float32) / num_updates

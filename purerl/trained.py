@@ -108,7 +108,7 @@ class TrainedPolicy:
         fresh envs, each at most `max_steps` steps (default: the run's `eval.max_steps`):
         `{temperature: {"return": mean, "length": mean}}`."""
         config = validate(with_evaluation(self.config, episodes, temperatures, max_steps), None)
-        evaluator = make_evaluator(config, self.base_env, self.env_params, self.network)
+        evaluator = make_evaluator(self._agent, self.env_params, config.eval)
         result = jax.jit(evaluator.evaluate)(self.params, self.obs_stats, jax.random.key(seed))
         returns, lengths = np.asarray(result.episode_return), np.asarray(result.episode_length)
         return {str(float(t)): {"return": float(r), "length": float(n)}

@@ -6,10 +6,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from purerl.agent import make_agent
 from purerl.envs import make_env
 from purerl.envs.normalization import init_running_stats
 from purerl.evaluation import eval_max_steps, make_evaluator
 from purerl.program import make_program
+
+
+def _evaluator(config, env, env_params):
+    return make_evaluator(make_agent(config.env, config.network, env, env_params), env_params,
+                          config.eval)
 
 
 def _chain_policy(config, right_logit: float):
@@ -28,7 +34,7 @@ def test_greedy_and_sampled_episodes_on_the_chain(make_config):
     config = make_config(**{"env.name": "custom_envs:Chain", "eval.num_episodes": 256,
                             "eval.temperatures": [0.0, 1.0, 50.0]})
     env, env_params = make_env(config.env)
-    evaluate = jax.jit(make_evaluator(config, env, env_params).evaluate)
+    evaluate = jax.jit(_evaluator(config, env, env_params).evaluate)
     result = evaluate(_chain_policy(config, 2.0), init_running_stats((5,)), jax.random.key(1))
     returns, lengths = np.asarray(result.episode_return), np.asarray(result.episode_length)
     assert returns[0] == 1.0 and lengths[0] == 4.0
@@ -45,8 +51,8 @@ def test_max_steps_cuts_episodes(make_config):
     config = make_config(**{"env.name": "custom_envs:Chain", "eval.num_episodes": 4,
                             "eval.temperatures": [0.0], "eval.max_steps": 2})
     env, env_params = make_env(config.env)
-    assert eval_max_steps(config, env_params) == 2
-    assert eval_max_steps(make_config(**{"env.name": "custom_envs:Chain"}), env_params) == 10
-    result = make_evaluator(config, env, env_params).evaluate(
+    assert eval_max_steps(config.eval, env_params) == 2
+    assert eval_max_steps(make_config(**{"env.name": "custom_envs:Chain"}).eval, env_params) == 10
+    result = _evaluator(config, env, env_params).evaluate(
         _chain_policy(config, 2.0), init_running_stats((5,)), jax.random.key(0))
     assert float(result.episode_return[0]) == 0.0 and float(result.episode_length[0]) == 2.0

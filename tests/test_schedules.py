@@ -38,7 +38,7 @@ def test_anneal_lr_and_scheduled_hyperparams(make_config):
     config.ppo.schedule.ent_coef = ScheduleConfig(kind="cosine", end=0.0)
     base = hyperparams_from_config(config)
     assert math.isinf(float(base.target_kl))
-    hp = make_schedules(config)(base, jnp.int32(2))
+    hp = make_schedules(config.schedules(), config.num_updates)(base, jnp.int32(2))
     assert float(hp.lr) == pytest.approx(2.5e-4 * 0.75)
     assert float(hp.ent_coef) == pytest.approx(0.01 * 0.5 * (1 + math.cos(math.pi * 0.25)))
     assert float(hp.gamma) == pytest.approx(0.99)
