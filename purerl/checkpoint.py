@@ -4,13 +4,21 @@ A checkpoint is one orbax step directory `checkpoints/<update>/` with two items:
 `RunnerState` (params, optimizer state, env states, normalization statistics, typed PRNG keys,
 update counter), and `record`, JSON: the config, the per-seed episode history and the eval
 results so far. Orbax writes into a temporary directory and renames it only once complete, so a
-process killed while saving leaves the previous checkpoint as the newest usable one. Orbax is
-imported on first use: a new run needs it only when it saves its first checkpoint.
+process killed while saving leaves the previous checkpoint as the newest usable one, and the
+run that owns the directory removes such temporary directories. A checkpoint damaged after it
+was written (truncated or missing files, on a node lost mid-copy) is skipped with a warning when
+restoring, and the newest intact one before it is used. Orbax is imported on first use: a new
+run needs it only when it saves its first checkpoint.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import gc
+import logging
+import shutil
+import sys
 from pathlib import Path
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
@@ -18,12 +26,16 @@ import jax
 
 from purerl.version import __version__
 from purerl.config import Config, ConfigError
+from purerl.write_errors import WriteError, quiet_after_failure, writes_to
 
+log = logging.getLogger("purerl")
 CHECKPOINTS = "checkpoints"
+TEMPORARY = ".orbax-checkpoint-tmp"  # in the name of a save's directory until it is complete
 BEST = "best"  # checkpoints/best/: the best policy by eval return, when checkpoint.best
 # Settings that cannot change a run's result: a resumed run may change them.
 RESUMABLE_CHANGES = ("log_every", "log", "eval", "checkpoint", "resume", "init_from", "init_member",
-                     "compile_cache", "cpu_devices", "distributed")  # (the device count: apart)
+                     "compile_cache", "cpu_devices", "distributed", "stop_at_return")
+# (apart: the device count, and `total_timesteps`, which may grow: training more)
 
 
 def import_orbax():
@@ -34,11 +46,14 @@ def import_orbax():
 
 
 class Checkpoints:
-    """The checkpoints in one directory, the newest `keep` of them kept."""
+    """The checkpoints in one directory, the newest `keep` of them kept. `owner`: this
+    process's run writes them (it creates the directory and removes the temporary
+    directories of interrupted saves); otherwise it only reads them."""
 
-    def __init__(self, directory: Path, keep: Optional[int] = None):
+    def __init__(self, directory: Path, keep: Optional[int] = None, owner: bool = False):
         self.directory = Path(directory).resolve()
         self._keep = keep
+        self._owner = owner
         self._orbax_manager = None
 
     @property
@@ -46,19 +61,27 @@ class Checkpoints:
         """Orbax's manager of the directory, made (and the directory created) on first use."""
         if self._orbax_manager is None:
             ocp = import_orbax()
-            options = ocp.CheckpointManagerOptions(max_to_keep=self._keep, create=True,
-                                                   enable_async_checkpointing=False)
+            if self._owner and jax.process_index() == 0:
+                for interrupted in self.directory.glob(f"*{TEMPORARY}*"):
+                    shutil.rmtree(interrupted, ignore_errors=True)
+            options = ocp.CheckpointManagerOptions(
+                max_to_keep=self._keep, create=self._owner, enable_async_checkpointing=False)
             self._orbax_manager = ocp.CheckpointManager(self.directory, options=options)
         return self._orbax_manager
 
     def save(self, update: int, state: Any, record: Dict) -> None:
-        """Writes `state` and `record` as the checkpoint of `update` (again, if it exists)."""
+        """Writes `state` and `record` as the checkpoint of `update` (again, if it exists);
+        a failed write raises `WriteError`, the checkpoints before intact."""
         ocp = import_orbax()
-        if update in self._manager.all_steps():
-            self._manager.delete(update)
-        saved = self._manager.save(update, force=True, args=ocp.args.Composite(
-            state=ocp.args.StandardSave(state), record=ocp.args.JsonSave(record)))
-        self._manager.wait_until_finished()
+        try:
+            with quiet_after_failure(), writes_to(self.directory):
+                if update in self._manager.all_steps():
+                    self._manager.delete(update)
+                saved = self._manager.save(update, force=True, args=ocp.args.Composite(
+                    state=ocp.args.StandardSave(state), record=ocp.args.JsonSave(record)))
+                self._manager.wait_until_finished()
+        except WriteError as error:  # named by the checkpoint, not orbax's temporary file
+            raise WriteError(self.directory / str(update), error.reason) from None
         if not saved:
             raise RuntimeError(f"orbax did not save the checkpoint of update {update} in "
                                f"{self.directory}")
@@ -104,6 +127,32 @@ class Checkpoints:
             f"({mismatch}): written by purerl {version}, read by purerl {__version__}, or "
             "another network or env") from None
 
+    def restore_intact(self, update: int, like: Any) -> Tuple[int, Any, Dict]:
+        """(update, state, record) of the newest checkpoint up to `update` that restores (as
+        `restore`); one that does not (damaged files) is skipped with a warning naming it and
+        the error. Raises ConfigError when none does."""
+        return self._newest_intact(update, lambda step: (step, *self.restore(step, like)))
+
+    def record_intact(self, update: int) -> Tuple[int, Dict]:
+        """(update, record) of the newest checkpoint up to `update` whose record reads, as
+        `restore_intact` skips the others."""
+        return self._newest_intact(update, lambda step: (step, self.restore_record(step)))
+
+    def _newest_intact(self, update: int, restore):
+        steps = sorted((step for step in self._manager.all_steps() if step <= update),
+                       reverse=True)
+        for step in steps:
+            try:
+                with _unraisable_quiet():
+                    return restore(step)
+            except ConfigError:
+                raise
+            except Exception as error:  # orbax's and tensorstore's errors vary by the damage
+                log.warning("%s: skipped, it does not restore (%s)", self.directory / str(step),
+                            _first_line(error))
+        raise ConfigError(f"{self.directory}: no intact checkpoint (of {len(steps)} up to "
+                          f"update {update}, none restores)")
+
     def _restore(self, update: int, abstract: Any) -> Tuple[Any, Dict]:
         ocp = import_orbax()
         restored = self._manager.restore(update, args=ocp.args.Composite(
@@ -118,6 +167,24 @@ class Checkpoints:
     def close(self) -> None:
         if self._orbax_manager is not None:
             self._orbax_manager.close()
+
+
+def _first_line(error: Exception) -> str:
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0][:200] if text else ''}"
+
+
+@contextlib.contextmanager
+def _unraisable_quiet():
+    """Orbax's reads of a damaged checkpoint leave coroutines whose errors Python would print
+    as tracebacks when it collects them: collected here, silently."""
+    previous = sys.unraisablehook
+    sys.unraisablehook = lambda unraisable: None
+    try:
+        yield
+    finally:
+        gc.collect()
+        sys.unraisablehook = previous
 
 
 def _structure_mismatch(error: ValueError) -> Optional[str]:
@@ -192,22 +259,30 @@ def config_differences(saved: Dict, config: Config, ignore=RESUMABLE_CHANGES) ->
 
 def check_resumable(record: Dict, config: Config, num_devices: int, directory: Path) -> None:
     """Raises ConfigError when `config` on `num_devices` devices would not continue the run
-    whose checkpoint `record` this is (envs split over devices shape the result too)."""
+    whose checkpoint `record` this is (envs split over devices shape the result too). Only
+    settings that cannot change the result may differ, and `total_timesteps` may grow: a
+    finished or stopped run then trains more."""
+    resume = f"resume={str(config.resume).lower()}"
     processes = jax.process_count()
     if record.get("processes", 1) != processes:
-        raise ConfigError(f"resume=true: {directory} was trained by {record['processes']} "
+        raise ConfigError(f"{resume}: {directory} was trained by {record['processes']} "
                           f"process(es), this run has {processes}")
     if record.get("devices", num_devices) != num_devices:
-        raise ConfigError(f"resume=true: {directory} was trained on {record['devices']} "
+        raise ConfigError(f"{resume}: {directory} was trained on {record['devices']} "
                           f"device(s), this run has {num_devices} (on a CPU, "
                           f"cpu_devices={record['devices']} gives it as many)")
-    changed = config_differences(record["config"], config)
+    changed = config_differences(record["config"], config,
+                                 ignore=RESUMABLE_CHANGES + ("total_timesteps",))
     if changed:
         more = f" and {len(changed) - 3} more" if len(changed) > 3 else ""
         shown = ", ".join(changed[:3]) + more
         raise ConfigError(
-            f"resume=true: {directory} was trained with other settings ({shown}); only "
-            f"{', '.join(RESUMABLE_CHANGES)} may change on resume")
+            f"{resume}: {directory} was trained with other settings ({shown}); only "
+            f"{', '.join(RESUMABLE_CHANGES)} may change on resume, and total_timesteps grow")
+    if record["update"] > config.num_updates:
+        raise ConfigError(
+            f"{resume}: total_timesteps={config.total_timesteps} is {config.num_updates} "
+            f"updates, fewer than the {record['update']} that {directory}'s checkpoint holds")
 
 
 def load_config(record: Dict) -> Config:
@@ -254,19 +329,20 @@ class SavedRun(NamedTuple):
 
 
 def restore_run(run_dir: Path, which: str = "final", **given) -> SavedRun:
-    """A run directory's newest (`final`) or `best` checkpoint, restored into the state its
-    saved config describes (and `given`: what the run was given from Python, as
+    """A run directory's newest (`final`) or `best` intact checkpoint, restored into the state
+    its saved config describes (and `given`: what the run was given from Python, as
     `make_program` takes it); raises ConfigError."""
     from purerl.program import make_program
 
     checkpoints, update = final_checkpoint(run_dir, which)
     try:
-        config = load_config(checkpoints.restore_record(update))
+        update, record = checkpoints.record_intact(update)
+        config = load_config(record)
         # On this process's first device, whatever devices the run was saved from.
         device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
         like = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=device),
                             jax.eval_shape(make_program(config, **given).init, jax.random.key(0)))
-        state, record = checkpoints.restore(update, like)
+        update, state, record = checkpoints.restore_intact(update, like)
     finally:
         checkpoints.close()
     return SavedRun(update, config, state, record)

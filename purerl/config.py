@@ -141,6 +141,8 @@ class EvalConfig:
 @dataclass
 class CheckpointConfig:
     every: int = 0  # updates between checkpoints; 0 = only the final one (always written)
+    # seconds between checkpoints (beside `every`), checked after each chunk; 0 = off
+    every_s: float = 600.0
     keep: int = 3  # newest checkpoints kept
     best: bool = False  # also keep the checkpoint with the best eval return (first temperature)
 
@@ -228,7 +230,9 @@ class Config:
     distributed: DistributedConfig = field(default_factory=DistributedConfig)
     sweep: SweepConfig = field(default_factory=SweepConfig)
     pbt: PBTConfig = field(default_factory=PBTConfig)
-    resume: bool = False  # continue the run in this run directory from its newest checkpoint
+    # continue the run in this run directory from its newest checkpoint: false, true, or auto
+    # (resume when it holds a checkpoint, else start)
+    resume: Any = False
     init_from: Optional[str] = None  # a run directory whose final network params start this run
     init_member: Optional[int] = None  # which member of init_from; null: each seed its own, or
     # the best member of a sweep

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import List, Sequence
 
 import jax
 
@@ -46,14 +47,16 @@ def to_host(tree):
     return multihost_utils.process_allgather(tree, tiled=True)
 
 
-def any_process(flag: bool) -> bool:
-    """Whether `flag` is set in any process (a collective: every process must call it)."""
+def process_max(values: Sequence[int]) -> List[int]:
+    """Each of `values` (ints or bools), its maximum over the processes (a collective: every
+    process must call it, with as many values)."""
     if jax.process_count() == 1:
-        return flag
+        return [int(v) for v in values]
     import numpy as np
     from jax.experimental import multihost_utils
 
-    return bool(np.asarray(multihost_utils.process_allgather(np.int32(flag))).any())
+    gathered = multihost_utils.process_allgather(np.asarray(values, np.int32))
+    return np.asarray(gathered).max(axis=0).tolist()
 
 
 def each_process(text: str) -> list:
@@ -84,6 +87,6 @@ def exit_lost_peer(error: Exception, run_dir) -> None:
     reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
     print(f"purerl: error: process {jax.process_index()} of {jax.process_count()} lost another "
           f"process of the run ({reason}); its finished checkpoints are kept: restart every "
-          f"process with resume=true hydra.run.dir={run_dir}", file=sys.stderr, flush=True)
+          f"process with resume=auto hydra.run.dir={run_dir}", file=sys.stderr, flush=True)
     sys.stdout.flush()
     os._exit(1)

@@ -1,6 +1,6 @@
 """What happens between chunks of updates: the `Event` API, the run as events see it, and the
 built-in events (evaluate, log, the NaN guard, progress, PBT generations, checkpoints, plots,
-Ctrl-C, `stop_at_return`).
+a stop signal, `stop_at_return`).
 
 After each chunk the run's events run in order, each when `due`. An event reads the chunk's
 metrics rows and the run's state, may add keys to the rows (the Log event writes them), and may
@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
@@ -52,9 +53,14 @@ class Run:
     writers: List = field(default_factory=list)  # metrics.jsonl, TensorBoard, W&B
     bar: Any = None  # the progress bar
     train_s: float = 0.0
-    status: str = "completed"  # completed (so far) | interrupted | nonfinite | stopped
+    checkpoint_s: float = 0.0  # seconds spent writing checkpoints
+    last_checkpoint: float = 0.0  # `time.monotonic()` of the last checkpoint (or the start)
+    # completed (so far) | interrupted (Ctrl-C) | preempted (SIGTERM, SIGUSR1) | nonfinite |
+    # stopped (an event asked)
+    status: str = "completed"
     failure: str = ""  # what was non-finite where, when status is nonfinite
     stopped_by: Optional[str] = None  # the event that ended the run early
+    stop_signal: int = 0  # the signal that ended the run early (`purerl.signals`), 0: none
 
     @property
     def env_steps(self) -> int:
@@ -99,10 +105,18 @@ class Chunk:
 
     previous: int  # updates done before the chunk
     rows: List[Dict]  # metrics rows of the good updates, as metrics.jsonl has them
-    stop_requested: bool  # Ctrl-C came: read once, so that the save and the stop agree
+    # The stop signal that came during the chunk (`purerl.signals`), 0 when none did; read
+    # once for every process, so that the save and the stop agree
+    stop_signal: int
     nonfinite: int  # the NaN guard's bits of the first bad update; 0 when all were good
+    checkpoint_due: bool = False  # `checkpoint.every_s` seconds passed since the last one
     evaluated: bool = False  # the evaluation event ran after it
     failed: bool = False  # an event raised after it: what trained is kept, then it re-raises
+
+    @property
+    def stop_requested(self) -> bool:
+        """A stop signal came: the run ends after this chunk, its checkpoint written."""
+        return self.stop_signal != 0
 
 
 class Event:
@@ -292,8 +306,8 @@ def pbt_rows(run_dir: Path) -> List[Dict]:
 
 
 class Checkpoint(Event):
-    """A checkpoint every `checkpoint.every` updates, at the end, when asked to stop, and
-    after an event failed."""
+    """A checkpoint every `checkpoint.every` updates and after `checkpoint.every_s` seconds,
+    at the end, when a stop signal came, and after an event failed."""
 
     keeps_work = True
 
@@ -301,10 +315,14 @@ class Checkpoint(Event):
         self.every = config.checkpoint.every
 
     def due(self, run, chunk):
-        return periodic(self.every, run) or chunk.stop_requested or chunk.failed
+        return (periodic(self.every, run) or chunk.checkpoint_due or chunk.stop_requested
+                or chunk.failed)
 
     def handle(self, run, chunk):
+        tick = time.monotonic()
         run.checkpoints.save(run.update, run.state, run.record())
+        run.last_checkpoint = time.monotonic()
+        run.checkpoint_s += run.last_checkpoint - tick
 
 
 class Plot(Event):
@@ -334,22 +352,26 @@ def plot_learning_curve(run: Run) -> None:
                               groups=point_labels(config) if is_sweep(config) else None)
 
 
-class CtrlC(Event):
-    """Stops the run at the chunk's end after a Ctrl-C (once the checkpoint is saved)."""
+class StopSignal(Event):
+    """Stops the run at the chunk's end after a stop signal (once the checkpoint is saved):
+    status "interrupted" after Ctrl-C, "preempted" after SIGTERM or SIGUSR1."""
 
     def due(self, run, chunk):
         return chunk.stop_requested and not run.ending
 
     def handle(self, run, chunk):
-        run.status = "interrupted"
+        from purerl.signals import status_of
+
+        run.status = status_of(chunk.stop_signal)
+        run.stop_signal = chunk.stop_signal
 
 
 def default_events(config: Config, user_events=()) -> List[Event]:
     """The events between chunks, in the order they run: evaluation, `stop_at_return` when
-    set, `user_events`, then the log, the NaN guard, progress, PBT, checkpoint, plot and
-    Ctrl-C."""
+    set, `user_events`, then the log, the NaN guard, progress, PBT, checkpoint, plot and the
+    stop signal."""
     from purerl.learner import nonfinite_names
 
     stop = [] if config.stop_at_return is None else [StopAtReturn(config.stop_at_return, config)]
     return [Evaluate(config), *stop, *user_events, Log(), NonfiniteGuard(nonfinite_names),
-            Progress(config), Generation(config), Checkpoint(config), Plot(), CtrlC()]
+            Progress(config), Generation(config), Checkpoint(config), Plot(), StopSignal()]

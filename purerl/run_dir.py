@@ -1,31 +1,107 @@
-"""A run directory before training: whether the request fits what it holds (the update to resume
-from), and the network params that `init_from` starts a run from."""
+"""A run directory: one run writes it at a time (`lock_run_dir`); before training, whether the request fits what it holds (the
+update to resume from) and the network params that `init_from` starts a run from."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import logging
+import os
+import re
+import socket
 from pathlib import Path
-from typing import Optional
+from typing import Iterator, List, Optional
 
 from purerl.config import Config, ConfigError
+
+log = logging.getLogger("purerl")
+LOCK = ".purerl.lock"  # held (an OS file lock) by the process whose run writes the directory
+# What a run writes before its first checkpoint (and Hydra beside it): a directory that holds
+# only these and no checkpoint is a run that never saved one, which resume=auto starts afresh.
+RUN_FILES = re.compile(r"(\.hydra|\.purerl\.lock|.*\.log|metrics\.jsonl(\.tmp)?|pbt\.jsonl(\.tmp)?|"
+                       r"summary\.json(\.tmp)?|learning_curve\.png|events\.out\.tfevents\..*|wandb|"
+                       r"checkpoints)")
+HYDRA_FILES = re.compile(r"\.hydra|.*\.log")  # what Hydra writes before a job starts
+@contextlib.contextmanager
+def lock_run_dir(run_dir: Path) -> Iterator[None]:
+    """Holds `run_dir` for this run (created if missing) while within: an OS lock on its
+    `.purerl.lock`, which the OS releases when the process ends however it ends. Raises
+    ConfigError in every process, naming the holder's process id and host, when another
+    run holds it. Process 0 holds it for the processes of a multi-process run (a
+    collective)."""
+    from purerl.distributed import each_process, writes_files
+
+    handle, holder = None, ""
+    if writes_files():
+        run_dir.mkdir(parents=True, exist_ok=True)
+        handle = open(run_dir / LOCK, "a+")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            handle.close()
+            handle = None
+        else:
+            handle.seek(0)
+            handle.truncate()
+            handle.write(f"process {os.getpid()} on {socket.gethostname()}\n")
+            handle.flush()
+    refused = [h for h in each_process(holder) if h]
+    try:
+        if refused:
+            raise ConfigError(f"{run_dir} is in use by another run ({refused[0]}): wait for it "
+                              "to end, or choose another hydra.run.dir")
+        yield
+    finally:
+        if handle is not None:
+            handle.close()
 
 
 def resume_point(config: Config, run_dir: Path, checkpoints, num_devices: int) -> Optional[int]:
     """The update to resume from (None for a new run), after checking that the run directory
-    fits the request; raises ConfigError."""
+    fits the request (`resume`: false, true or auto); raises ConfigError."""
     from purerl.checkpoint import check_resumable
 
     latest = checkpoints.latest()
-    if not config.resume:
+    if config.resume is False:
         if latest is not None:
             raise ConfigError(
                 f"{run_dir} already holds a run (checkpoints up to update {latest}): pass "
-                "resume=true to continue it, or choose another hydra.run.dir")
+                "resume=auto to continue it, or choose another hydra.run.dir")
         return None
     if latest is None:
-        raise ConfigError(f"resume=true: {checkpoints.directory} has no complete checkpoint "
-                          "(pass the run's directory as hydra.run.dir=...)")
-    check_resumable(checkpoints.restore_record(latest), config, num_devices, run_dir)
-    return latest
+        found = _contents(run_dir)
+        foreign = [name for name in found if not RUN_FILES.fullmatch(name)]
+        if foreign:
+            raise ConfigError(
+                f"resume={str(config.resume).lower()}: {run_dir} holds no checkpoint but "
+                f"other files ({_names(foreign)}): is it a purerl run directory? Choose another "
+                "hydra.run.dir")
+        if config.resume == "auto":
+            if any(not HYDRA_FILES.fullmatch(name) for name in found):
+                log.warning("resume=auto: %s holds no checkpoint (a run that saved none): "
+                            "starting afresh", run_dir)
+            return None
+        raise ConfigError(
+            f"resume=true: {run_dir} holds no checkpoint"
+            + (f" (only {_names(found)})" if found else " (it is empty)")
+            + ": pass resume=auto to start a run there, or the run's own directory as "
+            "hydra.run.dir=...")
+    update, record = checkpoints.record_intact(latest)
+    check_resumable(record, config, num_devices, run_dir)
+    return update
+
+
+def _names(names: List[str]) -> str:
+    return ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+
+
+def _contents(run_dir: Path) -> List[str]:
+    """The names in `run_dir` but its lock, sorted (none when it does not exist)."""
+    if not run_dir.is_dir():
+        return []
+    return sorted(p.name for p in run_dir.iterdir() if p.name != LOCK)
 
 
 def params_from(run_dir: Path, like, init_member: Optional[int] = None):

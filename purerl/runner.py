@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import math
-import signal
 import time
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
@@ -16,6 +15,7 @@ from typing import Dict, List, Optional, Sequence
 from purerl.compiling import ProgramCache
 from purerl.config import Config
 from purerl.events import PBT_LOG, Chunk, Event, Run, default_events
+from purerl.signals import StopSignals
 
 log = logging.getLogger("purerl")
 CHUNKS = 50  # about this many chunks per run: the progress bar's refresh
@@ -38,11 +38,24 @@ def run(config: Config, run_dir, events: Sequence[Event] = (), *,
 
     Returns:
         The summary (summary.json's content). `status` says how the run ended: "completed",
-        "stopped" (an event asked, `stopped_by` names it), "interrupted" (Ctrl-C, after the
-        chunk and its checkpoint) or "nonfinite" (the NaN guard; `error` says what and where,
-        and what was kept). The function never ends the process; a setting that does not fit
-        raises ConfigError before anything trains.
+        "stopped" (an event asked, `stopped_by` names it), "interrupted" (Ctrl-C) or
+        "preempted" (SIGTERM, SIGUSR1), each after the chunk in flight and its checkpoint, or
+        "nonfinite" (the NaN guard; `error` says what and where, and what was kept). The
+        function never ends the process; a setting that does not fit, or a run directory
+        that another run holds, raises ConfigError before anything compiles, and a failed
+        write raises `purerl.write_errors.WriteError` (what was written before stays valid).
     """
+    from purerl.run_dir import lock_run_dir
+    from purerl.write_errors import writes_to
+
+    run_dir = Path(run_dir)
+    with writes_to(run_dir), lock_run_dir(run_dir):
+        return _run(config, run_dir, events, cache, given)
+
+
+def _run(config: Config, run_dir: Path, events: Sequence[Event], cache: Optional[ProgramCache],
+         given: Dict) -> Dict:
+    """`run` in `run_dir`, which this process holds."""
     import jax
 
     from purerl.checkpoint import BEST, CHECKPOINTS, Checkpoints
@@ -51,12 +64,10 @@ def run(config: Config, run_dir, events: Sequence[Event] = (), *,
     from purerl.runtime import use_compile_cache
     from purerl.sweep import is_sweep
 
-    run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
     use_compile_cache(config.compile_cache)
     num_updates = config.num_updates
     program = make_program(config, chunk=max(1, math.ceil(num_updates / CHUNKS)), **given)
-    checkpoints = Checkpoints(run_dir / CHECKPOINTS, keep=config.checkpoint.keep)
+    checkpoints = Checkpoints(run_dir / CHECKPOINTS, keep=config.checkpoint.keep, owner=True)
     resume_from = resume_point(config, run_dir, checkpoints, program.num_devices)
     key = jax.random.key(config.seed)
     init_params = None
@@ -71,7 +82,8 @@ def run(config: Config, run_dir, events: Sequence[Event] = (), *,
 
     programs = (ProgramCache(keep=1) if cache is None else cache).programs_for(
         config, program, key)
-    best = Checkpoints(run_dir / CHECKPOINTS / BEST, keep=1) if config.checkpoint.best else None
+    best = (Checkpoints(run_dir / CHECKPOINTS / BEST, keep=1, owner=True)
+            if config.checkpoint.best else None)
     active = Run(config, run_dir, programs, program.num_devices, key, checkpoints, best)
     try:
         _open_or_resume(active, resume_from, init_params)
@@ -95,7 +107,7 @@ def _open_or_resume(run: Run, resume_from: Optional[int], init_params) -> None:
     run.state = run.programs.init(run.key, member_hyperparams(run.config))
     run.history = RunHistory(run.config.num_members)
     if resume_from is not None:
-        run.state, saved = run.checkpoints.restore(resume_from, run.state)
+        resume_from, run.state, saved = run.checkpoints.restore_intact(resume_from, run.state)
         run.history, run.update = RunHistory.from_record(saved["history"]), resume_from
         if writes_files():
             for name in ("metrics.jsonl", PBT_LOG):
@@ -154,9 +166,10 @@ def _next_stop(run: Run, events: List[Event], chunk: int) -> int:
 def _train(run: Run, events: List[Event], chunk: int) -> None:
     """Chunks of at most `chunk` updates until the run ends or an event ends it; after each,
     the events that are due, in order (`_handle`)."""
-    with _CtrlC() as ctrl_c:
+    run.last_checkpoint = time.monotonic()
+    with StopSignals() as signals:
         while run.update < run.config.num_updates and run.status == "completed":
-            _handle(run, events, _run_chunk(run, _next_stop(run, events, chunk), ctrl_c))
+            _handle(run, events, _run_chunk(run, _next_stop(run, events, chunk), signals))
 
 
 def _handle(run: Run, events: List[Event], chunk: Chunk) -> None:
@@ -175,9 +188,9 @@ def _handle(run: Run, events: List[Event], chunk: Chunk) -> None:
         if event.due(run, chunk):
             try:
                 event.handle(run, chunk)
-            except Exception:
+            except Exception as error:
                 if jax.process_count() == 1:  # else the others are not here to save
-                    _keep_work(run, chunk, events[position + 1:])
+                    _keep_work(run, chunk, events[position + 1:], error)
                 raise
             handled.add(position)
         if run.stopped_by is not None and not stopping:  # this event ended the run
@@ -186,43 +199,31 @@ def _handle(run: Run, events: List[Event], chunk: Chunk) -> None:
                     earlier.handle(run, chunk)
 
 
-def _keep_work(run: Run, chunk: Chunk, rest: List[Event]) -> None:
-    """After an event raised: the events of `rest` that keep what trained (the chunk's rows,
-    a checkpoint of its end), so that `resume=true` goes on from there."""
+def _keep_work(run: Run, chunk: Chunk, rest: List[Event], error: Exception) -> None:
+    """After an event raised `error`: the events of `rest` that keep what trained (the chunk's
+    rows, a checkpoint of its end), so that `resume=auto` goes on from there; none after a
+    failed write."""
+    from purerl.write_errors import write_error
+
+    if write_error(error, run.run_dir) is not None:
+        return  # the chunk's rows may be cut short: the last checkpoint stays the newest
     chunk.failed = True
     for event in rest:
         if event.keeps_work and event.due(run, chunk):
             event.handle(run, chunk)
     if run.checkpoints.latest() == run.update:
-        log.error("failed after update %d, checkpoint saved: continue with resume=true "
+        log.error("failed after update %d, checkpoint saved: continue with resume=auto "
                   "hydra.run.dir=%s", run.update, run.run_dir)
 
 
-class _CtrlC:
-    """Ctrl-C asks the run to stop at the next chunk boundary; a second one exits at once."""
-
-    def __init__(self):
-        self.requested = False
-
-    def __enter__(self):
-        self._previous = signal.signal(signal.SIGINT, self._handle)
-        return self
-
-    def _handle(self, signum, frame):
-        self.requested = True
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        log.warning("interrupted: stopping after this chunk (Ctrl-C again to exit at once)")
-
-    def __exit__(self, *exc):
-        signal.signal(signal.SIGINT, self._previous)
-
-
-def _run_chunk(run: Run, num: int, ctrl_c: _CtrlC) -> Chunk:
-    """Runs `num` updates and keeps those before the first non-finite one (the NaN guard)."""
+def _run_chunk(run: Run, num: int, signals: StopSignals) -> Chunk:
+    """Runs `num` updates and keeps those before the first non-finite one (the NaN guard);
+    the chunk says whether a stop signal came and a checkpoint is due by the clock, the same
+    in every process."""
     import jax
     import numpy as np
 
-    from purerl.distributed import any_process, to_host
+    from purerl.distributed import process_max, to_host
     from purerl.logging.sinks import metrics_rows
     from purerl.sweep import is_sweep, per_member_rows
 
@@ -230,7 +231,9 @@ def _run_chunk(run: Run, num: int, ctrl_c: _CtrlC) -> Chunk:
     state, metrics = run.programs.run_chunk(run.state, np.int32(num))
     metrics = jax.tree.map(lambda x: np.asarray(x)[:, :num], to_host(metrics))
     run.train_s += time.perf_counter() - tick
-    stop_requested = any_process(ctrl_c.requested)  # every process stops at the same chunk
+    every_s = run.config.checkpoint.every_s
+    stop_signal, checkpoint_due = process_max(  # every process stops, saves at the same chunk
+        [signals.received or 0, every_s > 0 and time.monotonic() - run.last_checkpoint >= every_s])
     flags = np.bitwise_or.reduce(metrics.nonfinite, axis=0)  # [num], over seeds
     good = int(np.argmax(flags != 0)) if flags.any() else num
     metrics = jax.tree.map(lambda x: x[:, :good], metrics)
@@ -239,7 +242,8 @@ def _run_chunk(run: Run, num: int, ctrl_c: _CtrlC) -> Chunk:
         for row, members in zip(rows, per_member_rows(metrics.episode_return_sum,
                                                       metrics.episode_count, run.config.num_seeds)):
             row.update(members)
-    chunk = Chunk(run.update, rows, stop_requested, int(flags[good]) if good < num else 0)
+    chunk = Chunk(run.update, rows, stop_signal, int(flags[good]) if good < num else 0,
+                  checkpoint_due=bool(checkpoint_due))
     run.history.extend(metrics)
     run.state, run.update = state, run.update + good
     return chunk
@@ -261,8 +265,8 @@ def _finish(run: Run) -> Dict:
     if writes_files():
         plot_learning_curve(run)
         write_summary(run.run_dir, summary)
-    if run.status == "interrupted":
-        log.warning("stopped at update %d of %d; checkpoint saved: continue with resume=true "
+    if run.status in ("interrupted", "preempted"):
+        log.warning("stopped at update %d of %d; checkpoint saved: continue with resume=auto "
                     "hydra.run.dir=%s", run.update, run.config.num_updates, run.run_dir)
     if run.status not in ("completed", "stopped"):
         return summary

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from typing import Dict
 
 from purerl.events import Run, pbt_rows
@@ -34,10 +35,13 @@ def run_summary(run: Run) -> Dict:
         "eval_return": history.evals[-1]["returns"] if history.evals else None,
         "compile_s": round(run.programs.compile_s, 3),
         "train_s": round(run.train_s, 3),
+        "checkpoint_s": round(run.checkpoint_s, 3),
         "sps": round(run.sps(), 1),
     }
     if run.stopped_by is not None:
         summary["stopped_by"] = run.stopped_by
+    if run.stop_signal:
+        summary["signal"] = signal.Signals(run.stop_signal).name
     if run.failure:
         summary["error"] = run.failure
     if is_sweep(config) or config.pbt.every:

@@ -4,7 +4,11 @@ Settings are checked before anything compiles (`purerl.preflight`): first every 
 JAX is imported, then the device count and the environments; a bad one prints a one-line error
 and exits 2. Each job (one, or a Hydra sweep's) then trains with `purerl.run` in Hydra's output
 directory. Exit codes: 0 done (or stopped by an event such as `stop_at_return`), 1 a
-non-finite update or a failed sweep job, 2 a bad setting, 130 Ctrl-C (checkpoint saved).
+non-finite update, a failed write (a full disk, a read-only directory; what was written before
+stays valid) or a failed sweep job, 2 a bad setting or a run directory another run holds, and
+after a stop signal, once the chunk in flight and its checkpoint are written, 128 + the
+signal's number: 130 Ctrl-C (SIGINT), 143 SIGTERM, 138 SIGUSR1. `resume=auto` then continues
+the run.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import atexit
 import gc
 import logging
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -41,6 +46,8 @@ def _job(cfg: DictConfig, cache: ProgramCache) -> Optional[float]:
 
     from purerl.distributed import exit_lost_peer, lost_peer
     from purerl.runner import run
+    from purerl.signals import exit_code_of
+    from purerl.write_errors import WriteError
 
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     try:
@@ -51,14 +58,16 @@ def _job(cfg: DictConfig, cache: ProgramCache) -> Optional[float]:
         summary = run(config, run_dir, cache=cache)
     except ConfigError as error:
         return _job_failed(str(error), 2, run_dir)
+    except WriteError as error:  # what the run wrote before it stays; nothing more can be
+        _exit_at_once(f"purerl: error: {error}", 1)
     except Exception as error:
         if not lost_peer(error):
             raise
         exit_lost_peer(error, run_dir)
     if summary["status"] == "nonfinite":
         return _job_failed(summary["error"], 1, run_dir)
-    if summary["status"] == "interrupted":
-        sys.exit(130)
+    if "signal" in summary:
+        sys.exit(exit_code_of(signal.Signals[summary["signal"]]))
     return summary["best"]["final_return"] if "best" in summary else summary["final_return"]
 
 
@@ -80,6 +89,14 @@ def _job_failed(message: str, code: int, run_dir: Path) -> None:
     overrides = " ".join(hydra_config.overrides.task)
     FAILED_JOBS.append(f"job #{hydra_config.job.num} ({overrides}) failed: {message}")
     return None
+
+
+def _exit_at_once(line: str, code: int) -> None:
+    """Ends the process with `line` and `code`, without the exit handlers and teardown (a
+    failed write's library threads would still be writing there)."""
+    print(line, file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    os._exit(code)
 
 
 def _fail(error, code: int = 2) -> None:
@@ -106,6 +123,7 @@ def main() -> None:
     # that live as long as the run, and every full collection scans them all (0.1-0.2 s each
     # on a 2-core CPU, several of them while JAX imports and traces).
     gc.disable()
+    logging.raiseExceptions = False  # a log file on a full disk: its handler stays quiet
     cache = ProgramCache(on_compiled=gc.enable)  # the jobs of a sweep share compiled programs
 
     @hydra.main(config_path=str(config_dir()), config_name="config", version_base="1.3")

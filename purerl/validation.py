@@ -162,10 +162,14 @@ def _validate_eval_and_checkpoint(config: Config) -> None:
             "values >= 0 (0.0: the greedy action)")
     if len(set(map(float, evaluation.temperatures))) < len(evaluation.temperatures):
         raise ConfigError(f"eval.temperatures={list(evaluation.temperatures)} has a repeated value")
+    if not checkpoint.every_s >= 0:
+        raise ConfigError(f"checkpoint.every_s={checkpoint.every_s} must be >= 0 (0: off)")
     _positive("checkpoint.keep", checkpoint.keep)
+    if config.resume not in (False, True, "auto"):
+        raise ConfigError(f"resume={config.resume!r} must be true, false or auto")
     if config.resume and config.init_from:
-        raise ConfigError("resume=true and init_from are exclusive: a resumed run already has "
-                          "its params")
+        raise ConfigError(f"resume={str(config.resume).lower()} and init_from are exclusive: a "
+                          "resumed run already has its params")
 
 
 def _validate_distributed(dist: DistributedConfig) -> None:

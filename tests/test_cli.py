@@ -19,7 +19,7 @@ METRIC_KEYS = {"update", "env_steps", "episode_return", "episode_length", "polic
                "value_loss", "entropy", "approx_kl", "clip_frac", "explained_variance",
                "value_mean", "learning_rate", "opt_steps"}
 SUMMARY_KEYS = {"env", "num_seeds", "devices", "env_steps", "final_return",
-                "final_return_per_seed", "compile_s", "train_s", "sps"}
+                "final_return_per_seed", "compile_s", "train_s", "checkpoint_s", "sps"}
 
 VALIDATION_CASES = [
     ([], r"no environment given: pass \+env=<preset> \(presets: acrobot, .*cartpole, .*gymnax"),

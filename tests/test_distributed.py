@@ -155,7 +155,7 @@ def test_two_processes_of_the_command_line_write_one_run(two_process_run, tmp_pa
     names = [sorted(p.name.split(".")[0] for p in d.iterdir()) for d in (multi, single)]
     assert names[0] == names[1]  # one events file, one train.log, one .hydra/: process 0's
     assert (multi / "metrics.jsonl").read_text() == (single / "metrics.jsonl").read_text()
-    timing = ("compile_s", "train_s", "sps", "processes")
+    timing = ("compile_s", "train_s", "checkpoint_s", "sps", "processes")
     summaries = [{k: v for k, v in json.loads((d / "summary.json").read_text()).items()
                   if k not in timing} for d in (multi, single)]
     assert summaries[0] == summaries[1] and summaries[0]["devices"] == 2
@@ -175,22 +175,25 @@ def test_two_processes_of_the_command_line_write_one_run(two_process_run, tmp_pa
 
 
 
-def test_two_processes_killed_after_a_checkpoint_resume_bit_identical(two_process_run,
-                                                                      tmp_path):
-    """Both processes SIGKILLed once a checkpoint is on disk, both restarted with resume=true:
-    the same metrics.jsonl and state as the run never stopped."""
-    (whole, _), killed = two_process_run, tmp_path / "killed"
-    procs = _start_two_processes(killed, *LONGER)
-    while not (killed / CHECKPOINTS / "20").is_dir():
+def test_two_processes_preempted_resume_bit_identical(two_process_run, tmp_path):
+    """SIGTERM to both processes (as SLURM sends it to every task) once a checkpoint is on
+    disk: both stop after the same chunk, save its checkpoint together and exit 143; both
+    restarted with resume=auto: the same metrics.jsonl and state as the run never stopped."""
+    (whole, _), stopped = two_process_run, tmp_path / "stopped"
+    procs = _start_two_processes(stopped, *LONGER, "resume=auto")
+    while not (stopped / CHECKPOINTS / "20").is_dir():
         assert all(proc.poll() is None for proc in procs), procs[0].communicate()[1][-3000:]
         time.sleep(0.01)
     for proc in procs:
-        proc.send_signal(signal.SIGKILL)
-        proc.communicate()
-    assert not (killed / "summary.json").exists()  # stopped before its end
-    _two_processes(killed, *LONGER, "resume=true")
-    assert (killed / "metrics.jsonl").read_text() == (whole / "metrics.jsonl").read_text()
-    a, b = restore_run(whole).state, restore_run(killed).state
+        proc.send_signal(signal.SIGTERM)
+    outputs = [proc.communicate(timeout=120) for proc in procs]
+    assert [proc.returncode for proc in procs] == [143, 143], outputs[0][1][-3000:]
+    summary = json.loads((stopped / "summary.json").read_text())
+    assert summary["status"] == "preempted" and summary["updates"] < 100
+    assert restore_run(stopped).update == summary["updates"]
+    _two_processes(stopped, *LONGER, "resume=auto")
+    assert (stopped / "metrics.jsonl").read_text() == (whole / "metrics.jsonl").read_text()
+    a, b = restore_run(whole).state, restore_run(stopped).state
     for x, y in zip(jax.tree.leaves((a.params, a.opt_state)),
                     jax.tree.leaves((b.params, b.opt_state))):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
@@ -216,13 +219,14 @@ def test_a_process_killed_mid_run_ends_the_other_with_one_line(tmp_path):
     assert all(json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines())
 
 
-def test_ctrl_c_in_one_process_stops_both_at_one_checkpoint(tmp_path):
-    """Ctrl-C to process 0 alone: both processes stop after the same chunk (one collective
-    flag), save that update's checkpoint together and exit 130."""
+def test_a_signal_to_one_process_stops_both_at_one_checkpoint(tmp_path):
+    """SIGUSR1 (what `sbatch --signal=USR1@120` sends before a time limit) to process 1 alone:
+    both processes stop after the same chunk (one collective flag), save that update's
+    checkpoint together and exit 138."""
     procs = _start_two_processes(tmp_path, "total_timesteps=500_000", "checkpoint.every=0")
     _when_training(tmp_path, procs)
-    procs[0].send_signal(signal.SIGINT)
+    procs[1].send_signal(signal.SIGUSR1)
     outputs = [proc.communicate(timeout=120) for proc in procs]
-    assert [proc.returncode for proc in procs] == [130, 130], outputs[0][1][-3000:]
+    assert [proc.returncode for proc in procs] == [138, 138], outputs[0][1][-3000:]
     rows = (tmp_path / "metrics.jsonl").read_text().splitlines()
     assert restore_run(tmp_path).update == json.loads(rows[-1])["update"]

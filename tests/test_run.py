@@ -4,6 +4,7 @@ init_from, the NaN guard, the artifacts, and `python -m purerl.evaluate`."""
 import json
 import math
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -125,10 +126,10 @@ def test_resume_rejects_a_changed_config_and_a_missing_checkpoint(trained_run, t
     assert "ppo.lr=0.00025 -> 0.001" in line
     line = _one_line_error(run_cli(*TINY, "total_timesteps=4096", "resume=true",
                                    f"hydra.run.dir={tmp_path}"), 2)
-    assert "has no complete checkpoint" in line
+    assert f"resume=true: {tmp_path} holds no checkpoint" in line and "resume=auto" in line
     line = _one_line_error(run_cli(*TINY, "total_timesteps=4096",
                                    f"hydra.run.dir={trained_run}"), 2)
-    assert "already holds a run (checkpoints up to update 32): pass resume=true" in line
+    assert "already holds a run (checkpoints up to update 32): pass resume=auto" in line
 
 
 def test_init_from_starts_from_another_runs_params(trained_run, tmp_path):
@@ -146,56 +147,76 @@ def test_init_from_starts_from_another_runs_params(trained_run, tmp_path):
 
 LONG = [*TINY, "total_timesteps=192000", "checkpoint.every=50", "eval.every=300",
         "eval.num_episodes=4", "checkpoint.best=true"]
-TIMING = ("compile_s", "train_s", "sps")
+TIMING = ("compile_s", "train_s", "sps", "checkpoint_s")
 
 
-def _start_and_stop(run_dir, sig, checkpoint, *args):
-    """Starts the LONG run (with `args`) and sends `sig` once checkpoint `checkpoint` is
-    complete."""
-    proc = subprocess.Popen([sys.executable, "-m", "purerl.train", *LONG, *args,
+def _start_and_stop(run_dir, sig, checkpoint, *args, after_s=0.0):
+    """Starts the LONG run with resume=auto (and `args`) and sends `sig` `after_s` seconds
+    after checkpoint `checkpoint` is complete; returns (exit code, stderr)."""
+    proc = subprocess.Popen([sys.executable, "-m", "purerl.train", *LONG, "resume=auto", *args,
                              f"hydra.run.dir={run_dir}"], cwd=REPO, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 300
     while not (run_dir / CHECKPOINTS / str(checkpoint)).is_dir():
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
         time.sleep(0.01)
+    time.sleep(after_s)
     proc.send_signal(sig)
     _, stderr = proc.communicate(timeout=300)
     return proc.returncode, stderr
 
 
-def test_killed_and_interrupted_runs_resume_bit_identical(tmp_path):
-    """One run SIGKILLed, resumed and interrupted with Ctrl-C (SIGINT), resumed again to the
-    end: the same metrics, summary, best checkpoint and final state as a run never stopped."""
+def test_chaos_every_fault_then_resume_auto_ends_bit_identical(tmp_path):
+    """One run through every fault, each followed by `resume=auto` (one job script for the
+    first start and every restart): SIGKILL once a checkpoint is on disk and once at a random
+    moment, SIGTERM (status preempted, exit 143), the newest checkpoint's files truncated (it
+    is skipped with a warning), a failed write (metrics.jsonl past a file-size limit, one
+    line, exit 1). It ends with the same metrics, summary, best checkpoint and final params
+    and optimizer state as a run never stopped."""
     _cli_ok(*LONG, f"hydra.run.dir={tmp_path / 'whole'}")
     whole_rows = _rows(tmp_path / "whole")
     _, whole, _ = _final_state(tmp_path / "whole")
     whole_summary = _summary(tmp_path / "whole")
     whole_best = _final_state(tmp_path / "whole", "best")[0]
 
-    run_dir = tmp_path / "stopped"
-    code, _ = _start_and_stop(run_dir, signal.SIGKILL, 50)
+    run_dir = tmp_path / "faults"
+    code, _ = _start_and_stop(run_dir, signal.SIGKILL, 50)  # the first start, resume=auto
+    assert code == -signal.SIGKILL and not (run_dir / "summary.json").exists()
+    checkpoint = Checkpoints(run_dir / CHECKPOINTS).latest()
+    code, _ = _start_and_stop(run_dir, signal.SIGKILL, checkpoint,
+                              after_s=np.random.default_rng().uniform(0.0, 0.5))
     assert code == -signal.SIGKILL
-    assert not (run_dir / "summary.json").exists()  # it was killed mid-run
-    resumed_from = Checkpoints(run_dir / CHECKPOINTS).latest()
-    code, stderr = _start_and_stop(run_dir, signal.SIGINT, resumed_from + 50, "resume=true")
-    assert code == 130, stderr[-3000:]
+    checkpoint = Checkpoints(run_dir / CHECKPOINTS).latest()
+    code, stderr = _start_and_stop(run_dir, signal.SIGTERM, checkpoint + 50)
+    assert code == 143, stderr[-3000:]
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["status"] == "interrupted" and resumed_from < summary["updates"] < 1500
+    assert summary["status"] == "preempted" and summary["signal"] == "SIGTERM"
+    assert checkpoint + 50 <= summary["updates"] < 1500 and summary["checkpoint_s"] > 0
     assert (run_dir / CHECKPOINTS / str(summary["updates"])).is_dir()
 
-    _cli_ok(*LONG, "resume=true", f"hydra.run.dir={run_dir}")
+    newest = run_dir / CHECKPOINTS / str(summary["updates"])
+    for damaged in (newest / "state" / "_METADATA", newest / "record" / "metadata"):
+        damaged.write_bytes(damaged.read_bytes()[:20])
+    # writes past 64 KB fail with EFBIG (Python ignores SIGXFSZ), as on a full disk
+    command = shlex.join([sys.executable, "-m", "purerl.train", *LONG, "resume=auto",
+                          f"hydra.run.dir={run_dir}"])
+    result = subprocess.run(["bash", "-c", f"ulimit -f 64 && exec {command}"], cwd=REPO,
+                            env=cli_env(), capture_output=True, text=True, timeout=300)
+    assert f"{newest}: skipped, it does not restore" in result.stdout
+    line = _one_line_error(result, 1)
+    assert line == f"purerl: error: cannot write {run_dir / 'metrics.jsonl'}: File too large"
+
+    _cli_ok(*LONG, "resume=auto", f"hydra.run.dir={run_dir}")
     assert _rows(run_dir) == whole_rows
     assert _summary(run_dir) == whole_summary
     assert _final_state(run_dir, "best")[0] == whole_best
-    events = sorted(run_dir.glob("events.out.tfevents.*"), key=lambda p: p.stat().st_mtime)
-    assert len(events) == 3
-    for resumed in events[1:]:
-        session_log = read_events(resumed)[1].session_log
-        assert session_log.status == session_log.START
     _, state, _ = _final_state(run_dir)
     for a, b in zip(jax.tree.leaves(whole), jax.tree.leaves(state)):
         np.testing.assert_array_equal(_host(a), _host(b))
+    events = sorted(run_dir.glob("events.out.tfevents.*"), key=lambda p: p.stat().st_mtime)
+    for resumed in events[1:]:
+        session_log = read_events(resumed)[1].session_log
+        assert session_log.status == session_log.START
 
 
 def test_kill_during_checkpoint_write_keeps_the_previous_one(tmp_path):
@@ -304,7 +325,7 @@ def test_a_failed_event_keeps_what_trained_and_the_run_resumes(trained_run, tmp_
     result = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=cli_env(),
                             capture_output=True, text=True, timeout=600)
     assert result.returncode != 0 and "evaluation failed on purpose" in result.stderr
-    assert "failed after update 16, checkpoint saved: continue with resume=true" in result.stdout
+    assert "failed after update 16, checkpoint saved: continue with resume=auto" in result.stdout
     assert [r["update"] for r in _rows(tmp_path)] == list(range(1, 17))
     assert Checkpoints(tmp_path / CHECKPOINTS).latest() == 16
 
@@ -402,3 +423,43 @@ def test_compile_s_is_the_compiles_not_what_ran_meanwhile():
     state, metrics = programs.run_chunk(programs.init(key, member_hyperparams(config)),
                                         np.int32(2))
     assert int(state.update[0]) == 2 and metrics.losses["policy_loss"].shape == (1, 2)
+
+
+def test_training_more_continues_a_finished_run(trained_run, tmp_path):
+    """resume=true with a larger total_timesteps trains a finished run on from its last
+    checkpoint (its rows kept); with checkpoint.every_s tiny, a checkpoint follows every
+    chunk. A smaller total than the checkpoint's is one line."""
+    import shutil
+
+    run_dir = tmp_path / "more"
+    shutil.copytree(trained_run, run_dir)
+    _cli_ok(*TINY, "total_timesteps=6144", "eval.every=8", "eval.num_episodes=4",
+            "checkpoint.every=8", "checkpoint.best=true", "checkpoint.every_s=1e-9",
+            "resume=true", f"hydra.run.dir={run_dir}")
+    rows = _rows(run_dir)
+    assert [r["update"] for r in rows] == list(range(1, 49)) and rows[:32] == _rows(trained_run)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["updates"] == 48
+    assert sorted(int(p.name) for p in (run_dir / CHECKPOINTS).iterdir()
+                  if p.name.isdigit()) == [46, 47, 48]
+    line = _one_line_error(run_cli(*TINY, "total_timesteps=2048", "resume=auto",
+                                   f"hydra.run.dir={run_dir}"), 2)
+    assert "total_timesteps=2048 is 16 updates, fewer than the 48" in line
+
+
+def test_a_second_run_on_a_held_directory_is_one_line(tmp_path):
+    """A run directory that another run holds: one line naming the holder, before compiling."""
+    import os
+    import socket
+
+    from purerl.run_dir import lock_run_dir
+
+    with lock_run_dir(tmp_path):
+        result = run_cli(*TINY, "total_timesteps=256", f"hydra.run.dir={tmp_path}")
+        with pytest.raises(ConfigError, match=f"in use by another run .process {os.getpid()} "):
+            with lock_run_dir(tmp_path):
+                pass
+    line = _one_line_error(result, 2)
+    assert f"{tmp_path} is in use by another run (process {os.getpid()} on " \
+           f"{socket.gethostname()})" in line
+    assert "compiled" not in result.stdout

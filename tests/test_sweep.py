@@ -18,7 +18,7 @@ from purerl.program import make_train
 from purerl.schedules import member_hyperparams
 from purerl.run_dir import params_from
 
-TIMING = ("compile_s", "train_s", "sps")
+TIMING = ("compile_s", "train_s", "checkpoint_s", "sps")
 
 
 def test_members_are_grid_points_times_seeds():

@@ -10,6 +10,7 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 from purerl.logging.sinks import is_number
+from purerl.write_errors import writing
 
 
 def plot_learning_curve(path: Path, env_steps: np.ndarray, returns: np.ndarray,
@@ -97,8 +98,9 @@ def plot_pbt(path: Path, rows: List[Dict], names: List[str], title: str = "") ->
 def _save_atomically(fig, path: Path) -> None:
     tmp = path.with_suffix(".tmp.png")
     try:
-        fig.savefig(tmp, format="png")
-        os.replace(tmp, path)
+        with writing(path):
+            fig.savefig(tmp, format="png")
+            os.replace(tmp, path)
     finally:
         if tmp.exists():
             tmp.unlink()

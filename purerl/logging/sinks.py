@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Dict, List, Optional
 
 import numpy as np
 
+from purerl.write_errors import writing
+
 if TYPE_CHECKING:  # not imported at run time: the command line's checks import this module
     from purerl.algorithm import Metrics
 
@@ -82,15 +84,18 @@ class MetricsLog:
 
     def __init__(self, run_dir: Path):
         self.path = Path(run_dir) / "metrics.jsonl"
-        self._file = self.path.open("a")
+        with writing(self.path):
+            self._file = self.path.open("a")
 
     def write(self, rows: List[Dict]) -> None:
         """Appends `rows` in one write (a process killed meanwhile cuts at most the last line)."""
-        self._file.write("".join(json.dumps(row) + "\n" for row in rows))
-        self._file.flush()
+        with writing(self.path):
+            self._file.write("".join(json.dumps(row) + "\n" for row in rows))
+            self._file.flush()
 
     def close(self) -> None:
-        self._file.close()
+        with writing(self.path):
+            self._file.close()
 
 
 def keep_rows_until(path: Path, last_update: int) -> None:
@@ -112,8 +117,9 @@ def keep_rows_until(path: Path, last_update: int) -> None:
         except (ValueError, KeyError):
             break
     tmp = path.with_suffix(".jsonl.tmp")
-    tmp.write_text("".join(line + "\n" for line in lines))
-    tmp.replace(path)
+    with writing(path):
+        tmp.write_text("".join(line + "\n" for line in lines))
+        tmp.replace(path)
 
 
 def write_summary(run_dir: Path, summary: Dict) -> None:
@@ -125,8 +131,9 @@ def write_summary(run_dir: Path, summary: Dict) -> None:
     """
     path = Path(run_dir) / "summary.json"
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(summary, indent=2) + "\n")
-    tmp.replace(path)
+    with writing(path):
+        tmp.write_text(json.dumps(summary, indent=2) + "\n")
+        tmp.replace(path)
 
 
 def import_libraries(log_config) -> None:
@@ -163,11 +170,14 @@ class TensorBoardSink:
         # The file name has only a 1 s timestamp and is opened "wb": the suffix keeps a second
         # sink in the same directory (a resumed run) from truncating the first one's file.
         suffix = f".{os.getpid()}.{next(self._counter)}"
-        self._writer = EventsWriter(str(self.run_dir / "events"), filename_suffix=suffix)
+        with writing(self.run_dir):
+            self._writer = EventsWriter(str(self.run_dir / "events"), filename_suffix=suffix)
+        self.path = Path(getattr(self._writer, "_file_name", self.run_dir))
         if purge_step is not None:  # a resumed run: TensorBoard drops older files' later steps
-            self._writer.write_event(Event(wall_time=time.time(), step=purge_step,
-                                            session_log=SessionLog(status=SessionLog.START)))
-            self._writer.flush()
+            with writing(self.path):
+                self._writer.write_event(Event(wall_time=time.time(), step=purge_step,
+                                                session_log=SessionLog(status=SessionLog.START)))
+                self._writer.flush()
 
     def write(self, rows: List[Dict]) -> None:
         from tensorboardX.proto.event_pb2 import Event
@@ -182,12 +192,16 @@ class TensorBoardSink:
                       for key, value in scalars.items()
                       if key not in self.SKIP_KEYS and is_number(value)]
             if values:
-                self._writer.write_event(Event(wall_time=time.time(), step=int(row["env_steps"]),
-                                               summary=Summary(value=values)))
-        self._writer.flush()
+                with writing(self.path):
+                    self._writer.write_event(Event(wall_time=time.time(),
+                                                   step=int(row["env_steps"]),
+                                                   summary=Summary(value=values)))
+        with writing(self.path):
+            self._writer.flush()
 
     def close(self) -> None:
-        self._writer.close()
+        with writing(self.path):
+            self._writer.close()
 
 
 class WandbSink:
