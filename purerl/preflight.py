@@ -180,6 +180,26 @@ def _check_compile_cache(configs: List[Config]) -> None:
                           "not a directory")
 
 
+def _check_output_dir(overrides, multirun: bool) -> None:
+    """Raises `WriteError` when the run directory (`hydra.run.dir`, or a sweep's
+    `hydra.sweep.dir`; default: under the working directory) cannot be written: a file made
+    and removed in it, or in its nearest existing parent, before Hydra writes its own files
+    there (Hydra's failure would be a traceback)."""
+    import tempfile
+
+    from purerl.write_errors import WriteError, writing
+
+    key = "hydra.sweep.dir" if multirun else "hydra.run.dir"
+    given = [str(o.value()) for o in overrides if o.key_or_group == key]
+    target = Path(given[-1].split("${")[0]) if given else Path.cwd()
+    existing = next(p for p in [target, *target.absolute().parents] if p.exists())
+    if not existing.is_dir():
+        raise WriteError(target, f"{existing} is a file, not a directory")
+    with writing(target):
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+
+
 def preflight(argv: List[str]) -> None:
     """Composes and validates every job the command line asks for; raises ConfigError.
 
@@ -197,6 +217,7 @@ def preflight(argv: List[str]) -> None:
         raise ConfigError(_explain(error)) from None
     _check_env_override(overrides)
     _check_hydra_plugins(overrides)
+    _check_output_dir(overrides, multirun=any(a in ("-m", "--multirun") for a in argv))
     job_overrides = [o for o in overrides if not o.key_or_group.startswith("hydra")]
     sampling_sweeper = any(o.key_or_group == "hydra/sweeper" and o.value() != "basic"
                            for o in overrides)

@@ -130,12 +130,16 @@ def main() -> None:
     def hydra_job(cfg: DictConfig) -> Optional[float]:
         return _job(cfg, cache)
 
+    from purerl.write_errors import WriteError
+
     try:
         preflight(sys.argv[1:])
         sys.argv[1:] = normalize_argv(sys.argv[1:]) + _quiet_hydra_beside_process_0()
         hydra_job()
     except ConfigError as error:
         _fail(error)
+    except WriteError as error:  # the run directory (preflight)
+        _fail(error, 1)
     except KeyboardInterrupt:  # before the loop's handler (compiling) or a second Ctrl-C
         print("purerl: interrupted", file=sys.stderr)
         sys.exit(130)

@@ -463,3 +463,12 @@ def test_a_second_run_on_a_held_directory_is_one_line(tmp_path):
     assert f"{tmp_path} is in use by another run (process {os.getpid()} on " \
            f"{socket.gethostname()})" in line
     assert "compiled" not in result.stdout
+
+
+def test_a_run_directory_that_cannot_be_made_is_one_line(tmp_path):
+    """hydra.run.dir under a file: one line before Hydra writes there (its own failure is a
+    traceback)."""
+    (tmp_path / "file").write_text("")
+    line = _one_line_error(run_cli(*TINY, f"hydra.run.dir={tmp_path / 'file' / 'run'}"), 1)
+    assert line == (f"purerl: error: cannot write {tmp_path / 'file' / 'run'}: "
+                    f"{tmp_path / 'file'} is a file, not a directory")
