@@ -200,24 +200,26 @@ def _check_output_dir(overrides, multirun: bool) -> None:
             pass
 
 
-def preflight(argv: List[str]) -> None:
-    """Composes and validates every job the command line asks for; raises ConfigError.
+def compose_jobs(argv: List[str]) -> List[Config]:
+    """The validated `Config` of every job that the command line `argv` asks for (a sweep's
+    each), without importing JAX or touching any file; raises ConfigError.
 
-    Every setting is checked before JAX is imported; then JAX's compile cache is set up and the
-    checks that need JAX follow: the device count and the environments (gymnax)."""
+    Args:
+        argv: `python -m purerl.train`'s arguments, without Hydra's `-`-flags but `-m`.
+
+    Returns:
+        One `Config` per job, in the order Hydra runs them (a sampling sweeper's: one).
+    """
     from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException
 
     args = [a for a in normalize_argv(argv) if not a.startswith("-")]
-    if any(a.startswith("-") and a not in ("-m", "--multirun") for a in argv):
-        return  # --help, --cfg, --info ...: Hydra's own business
     try:
         overrides = OverridesParser.create().parse_overrides(args)
     except HydraException as error:
         raise ConfigError(_explain(error)) from None
     _check_env_override(overrides)
     _check_hydra_plugins(overrides)
-    _check_output_dir(overrides, multirun=any(a in ("-m", "--multirun") for a in argv))
     job_overrides = [o for o in overrides if not o.key_or_group.startswith("hydra")]
     sampling_sweeper = any(o.key_or_group == "hydra/sweeper" and o.value() != "basic"
                            for o in overrides)
@@ -235,6 +237,21 @@ def preflight(argv: List[str]) -> None:
                                   "or leave log.wandb=false")
     _check_compile_cache(configs)
     _check_distributed(configs)
+    return configs
+
+
+def preflight(argv: List[str]) -> None:
+    """Composes and validates every job the command line asks for (`compose_jobs`); raises
+    ConfigError, or WriteError when the run directory cannot be written.
+
+    Every setting is checked before JAX is imported; then JAX's compile cache is set up and the
+    checks that need JAX follow: the device count and the environments (gymnax)."""
+    if any(a.startswith("-") and a not in ("-m", "--multirun") for a in argv):
+        return  # --help, --cfg, --info ...: Hydra's own business
+    configs = compose_jobs(argv)
+    overrides = OverridesParser.create().parse_overrides(
+        [a for a in normalize_argv(argv) if not a.startswith("-")])
+    _check_output_dir(overrides, multirun=any(a in ("-m", "--multirun") for a in argv))
     split_members_over_cores(configs)
 
     import jax
