@@ -28,7 +28,8 @@ def compute_gae(
         step, of its final observation, not of the reset one).
       terminated: bool or float `[T, B]`; a terminated step does not bootstrap.
       truncated: bool or float `[T, B]`; a truncated step bootstraps from next_values.
-      gamma, gae_lambda: scalars (Python floats or traced arrays).
+      gamma: the discount, a scalar (a Python float or a traced array).
+      gae_lambda: GAE's lambda, a scalar (a Python float or a traced array).
 
     Returns:
       (advantages, returns), float `[T, B]`, with returns = advantages + values. The advantage
