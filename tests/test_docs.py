@@ -1,0 +1,73 @@
+"""Every `python -m purerl.train` and `python -m purerl.evaluate` command in README.md and docs/
+is checked as the command line would check it, without training: a renamed key, a bad value or
+a missing preset breaks the suite, not a user."""
+
+import re
+import shlex
+
+import pytest
+from conftest import REPO
+
+from purerl.config import ConfigError
+from purerl.evaluate import parse_args
+from purerl.preflight import compose_jobs
+
+PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+SHELL_BLOCK = re.compile(r"^```(?:bash|sh|shell|console)\n(.*?)^```", re.M | re.S)
+COMMAND_ENDS = {"&", "&&", ";", "|", "||"}
+# A command whose environment or launcher needs an extra that is not installed is still valid
+NOT_INSTALLED = re.compile(r"not installed: pip install")
+ENTRY_POINTS = {"purerl.train": "train", "purerl-train": "train",
+                "purerl.evaluate": "evaluate", "purerl-evaluate": "evaluate"}
+
+
+def documented_commands():
+    """(page:line, entry point, its arguments) of every purerl command in a shell block."""
+    commands = []
+    for page in PAGES:
+        text = page.read_text()
+        for block in SHELL_BLOCK.finditer(text):
+            first_line = text[:block.start(1)].count("\n") + 1
+            joined = re.sub(r"\\\n", " ", block.group(1))
+            offset = 0
+            for line in joined.splitlines():
+                offset += 1
+                if not any(name in line for name in ENTRY_POINTS):
+                    continue
+                words = shlex.split(line.removeprefix("$ "), comments=True)
+                for i, word in enumerate(words):
+                    entry = ENTRY_POINTS.get(word)
+                    if entry and (word.startswith("purerl-") or words[i - 1] == "-m"):
+                        where = f"{page.relative_to(REPO)}:{first_line + offset - 1}"
+                        args = words[i + 1:]
+                        ends = [j for j, w in enumerate(args) if w in COMMAND_ENDS]
+                        args = args[:ends[0]] if ends else args
+                        # a value that is a shell variable (a loop's, SLURM's): a number
+                        args = [re.sub(r"=\$\{?\w+\}?$", "=0", a) for a in args]
+                        commands.append(pytest.param(entry, args, id=where))
+                        break
+    return commands
+
+
+COMMANDS = documented_commands()
+
+
+def test_the_docs_have_commands_to_check():
+    assert len([c for c in COMMANDS if c.values[0] == "train"]) >= 20
+    assert any(c.values[0] == "evaluate" for c in COMMANDS)
+
+
+@pytest.mark.parametrize("entry, args", COMMANDS)
+def test_a_documented_command_is_valid(entry, args, tmp_path):
+    """Checked as the command line checks it before anything runs; `run=` of an evaluation
+    names a run of the reader's, here an empty directory."""
+    if any(a in ("--help", "-h", "--version", "--hydra-help") for a in args):
+        return  # no settings to check
+    try:
+        if entry == "evaluate":
+            parse_args([f"run={tmp_path}" if a.startswith("run=") else a for a in args])
+        else:
+            assert compose_jobs(args)
+    except ConfigError as error:
+        if not NOT_INSTALLED.search(str(error)):
+            raise
