@@ -1,14 +1,16 @@
-"""Every `python -m purerl.train` and `python -m purerl.evaluate` command in README.md and docs/
-is checked as the command line would check it, without training: a renamed key, a bad value or
-a missing preset breaks the suite, not a user."""
+"""The examples in README.md and docs/: every `python -m purerl.train` and `python -m
+purerl.evaluate` command is checked as the command line would check it, without training, and
+every Python block runs, at a tiny budget. A renamed key, a bad value, a missing preset or a
+changed API breaks the suite, not a user."""
 
+import dataclasses
 import re
 import shlex
 
 import pytest
 from conftest import REPO
 
-from purerl.config import ConfigError
+from purerl.config import Config, ConfigError, EnvConfig, LogConfig
 from purerl.evaluate import parse_args
 from purerl.preflight import compose_jobs
 
@@ -71,3 +73,55 @@ def test_a_documented_command_is_valid(entry, args, tmp_path):
     except ConfigError as error:
         if not NOT_INSTALLED.search(str(error)):
             raise
+
+
+PYTHON_BLOCK = re.compile(r"^```python\n(.*?)^```", re.M | re.S)
+LOADED_RUN = re.compile(r"""purerl\.load\(["']([^"']+)["']""")
+
+
+def documented_python():
+    """(page, its Python blocks in order) of every page that has any."""
+    pages = []
+    for page in PAGES:
+        blocks = [m.group(1) for m in PYTHON_BLOCK.finditer(page.read_text())]
+        if blocks:
+            pages.append(pytest.param(blocks, id=str(page.relative_to(REPO))))
+    return pages
+
+
+@dataclasses.dataclass
+class TinyConfig(Config):
+    """A `Config` that trains two updates at most: the docs' blocks at a tiny budget."""
+
+    def __post_init__(self):
+        self.total_timesteps = min(self.total_timesteps,
+                                   2 * self.env.num_envs * self.ppo.num_steps)
+
+
+@pytest.fixture
+def tiny_budgets(monkeypatch, tmp_path):
+    """Runs a page's Python blocks as a reader would, at tiny budgets: every `Config` trains
+    two updates at most (`TinyConfig`), the working directory is `tmp_path`, and the run
+    directories the blocks `purerl.load` are tiny CartPole runs there."""
+    import purerl
+    import purerl.config
+
+    monkeypatch.setattr(purerl, "Config", TinyConfig)
+    monkeypatch.setattr(purerl.config, "Config", TinyConfig)
+    monkeypatch.chdir(tmp_path)
+
+    def prepare(blocks):
+        for run_dir in {m for block in blocks for m in LOADED_RUN.findall(block)}:
+            purerl.run(TinyConfig(env=EnvConfig(name="CartPole-v1"), log=LogConfig(
+                tensorboard=False, progress=False)), tmp_path / run_dir)
+
+    return prepare
+
+
+@pytest.mark.parametrize("blocks", documented_python())
+def test_a_pages_python_blocks_run(blocks, tiny_budgets):
+    """Each page's Python blocks run in order, in one namespace, without an error."""
+    tiny_budgets(blocks)
+    namespace = {"__name__": "__docs__"}
+    for block in blocks:
+        exec(compile(block, "<docs>", "exec"), namespace)
