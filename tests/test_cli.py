@@ -200,3 +200,35 @@ def test_evaluation_draws_from_the_runs_prng():
     assert keys.shape == (3,) and str(jax.random.key_impl(keys)) == "unsafe_rbg"
     keys = eval_keys(tiny_config(num_seeds=3, prng_impl="threefry2x32"), jax.random.key(0))
     assert str(jax.random.key_impl(keys)) == "threefry2x32"
+
+
+def test_help_lists_settings_presets_and_docs_without_jax(cli):
+    """`--help` is purerl's: every setting with its default and comment, the presets, where the
+    docs are; before Hydra, without importing JAX."""
+    result = cli("--help", env={"PYTHONPROFILEIMPORTTIME": "1"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    for text in ("ppo.lr=0.00025 [float] Adam learning rate", "checkpoint.every_s=600.0",
+                 "resume=false", "  cartpole ", "network=<name>", "docs/ in the repository"):
+        assert text in result.stdout
+    imported = {line.split("|")[-1].strip().split(".")[0]
+                for line in result.stderr.splitlines() if line.startswith("import time:")}
+    assert "purerl" in imported and not imported & HEAVY
+
+
+def test_settings_reference_covers_the_schema_with_comments():
+    from purerl.preflight import _schema_keys
+    from purerl.settings_help import settings_reference
+
+    rows = settings_reference()
+    keys = {re.sub(r"^ppo\.schedule\.\w+\.", "ppo.schedule.<name>.", k) for k in _schema_keys()}
+    assert [r.key for r in rows] == list(dict.fromkeys(r.key for r in rows))  # each once
+    assert {r.key for r in rows} == keys
+    assert [r.key for r in rows if not r.comment] == []
+    assert rows[[r.key for r in rows].index("total_timesteps")].default == "500_000"
+
+
+def test_version(cli):
+    from purerl.version import __version__
+
+    result = cli("--version")
+    assert result.returncode == 0 and result.stdout == f"purerl {__version__}\n"
