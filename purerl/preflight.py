@@ -15,12 +15,18 @@ from hydra.core.config_store import ConfigStore
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import (
-    ConfigAttributeError, ConfigKeyError, OmegaConfBaseException, ValidationError,
+    ConfigAttributeError,
+    ConfigKeyError,
+    OmegaConfBaseException,
+    ValidationError,
 )
 
 from purerl.config import Config, ConfigError
 from purerl.runtime import (
-    compile_cache_dir, join_processes, split_members_over_cores, use_compile_cache,
+    compile_cache_dir,
+    join_processes,
+    split_members_over_cores,
+    use_compile_cache,
 )
 from purerl.settings_help import config_dir, preset_descriptions
 from purerl.validation import check_devices, validate

@@ -30,9 +30,9 @@ from omegaconf import DictConfig
 
 from purerl.compiling import ProgramCache
 from purerl.config import ConfigError
-from purerl.validation import check_devices
 from purerl.preflight import config_dir, load_config, normalize_argv, preflight
 from purerl.runtime import check_same_run_dir, join_processes
+from purerl.validation import check_devices
 
 log = logging.getLogger("purerl")
 logging.getLogger("absl").setLevel(logging.WARNING)  # orbax logs every file it writes
