@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The built wheel works: build it, install it (not editable) into a fresh virtual environment
 # and train CartPole from a directory outside the repository; summary.json must appear. Not part
-# of `python -m pytest` (it takes about a minute): run `bash tests/wheel_smoke.sh`.
+# of `python -m pytest` (it takes about a minute): run `bash tests/wheel_smoke.sh` (`build` comes
+# with the test extra).
 #
 # The virtual environment sees this interpreter's packages (--system-site-packages), so JAX and
 # the rest are not downloaded again; purerl itself is imported from the wheel (checked below),
