@@ -28,8 +28,8 @@ import jax
 from hydra import compose, initialize_config_dir
 
 from purerl.plan import execution_plan
-from purerl.program import make_train
 from purerl.preflight import config_dir, load_config
+from purerl.program import make_train
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PRESET = "breakout-minatar"
@@ -72,7 +72,8 @@ def main() -> None:
         for forced in (False, True):
             rows.append(measure(num_envs, forced))
             print(json.dumps(rows[-1]), flush=True)
-    print("\n| num_envs | batch | peak GiB | temporaries GiB | with the CPU tricks forced: peak GiB |")
+    print("\n| num_envs | batch | peak GiB | temporaries GiB "
+          "| with the CPU tricks forced: peak GiB |")
     print("| ---: | ---: | ---: | ---: | ---: |")
     for plain, forced in zip(rows[::2], rows[1::2]):
         print(f"| {plain['num_envs']} | {plain['num_envs'] * 128:,} | {plain['peak_gib']:.2f} | "

@@ -70,7 +70,6 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-
 BENCHMARKS = Path(__file__).resolve().parent
 REPO = BENCHMARKS.parent
 DRIVER = BENCHMARKS / "peer_driver.py"

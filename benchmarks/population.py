@@ -22,10 +22,10 @@ import time
 from pathlib import Path
 
 import jax
+from throughput import timed
 
 from purerl.config import Config, EnvConfig, SweepConfig
 from purerl.program import make_train
-from throughput import timed
 
 RESULTS = Path(__file__).resolve().parent / "results"
 LRS = [1e-3, 5e-4, 2.5e-4, 1e-4]

@@ -27,14 +27,14 @@ import jax
 import jax.numpy as jnp
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
+from throughput import timed
 
 from purerl.agent import make_agent
 from purerl.config import SUITES
-from purerl.validation import validate
 from purerl.envs import make_env
-from purerl.program import make_train
 from purerl.preflight import config_dir
-from throughput import timed
+from purerl.program import make_train
+from purerl.validation import validate
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

@@ -24,8 +24,8 @@ from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 import jax
 
-from purerl.version import __version__
 from purerl.config import Config, ConfigError
+from purerl.version import __version__
 from purerl.write_errors import WriteError, quiet_after_failure, writes_to
 
 log = logging.getLogger("purerl")

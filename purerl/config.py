@@ -56,7 +56,8 @@ class ScheduleConfig:
     end: float = 0.0  # linear, cosine, exponential: multiplier reached at the end
     fraction: float = 1.0  # share of the run over which linear/cosine/exponential move, then hold
     boundaries: List[float] = field(default_factory=list)  # piecewise: increasing run fractions
-    values: List[float] = field(default_factory=list)  # piecewise: multipliers, one more than boundaries
+    # piecewise: multipliers, one more than boundaries
+    values: List[float] = field(default_factory=list)
 
 
 @dataclass

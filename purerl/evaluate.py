@@ -150,7 +150,7 @@ def render_gif(env, env_params, episode, path: Path) -> None:
 
     dones = np.asarray(episode.dones)
     length = int(np.argmax(dones)) + 1 if dones.any() else len(dones)
-    states = [jax.tree.map(lambda x: x[t], episode.states) for t in range(length)]
+    states = [jax.tree.map(lambda x, t=t: x[t], episode.states) for t in range(length)]
     returns = np.cumsum(np.asarray(episode.rewards)[:length])
     Visualizer(env, env_params, states, returns).animate(str(path))
 

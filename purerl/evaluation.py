@@ -15,11 +15,11 @@ from typing import Callable, NamedTuple, Optional, Sequence
 import jax
 import jax.numpy as jnp
 
+from purerl.agent import Agent, Memory
 from purerl.config import Config, EvalConfig
 from purerl.envs import EpisodeStatsState
-from purerl.envs.wrappers import FrameStackState
 from purerl.envs.normalization import RunningMeanStd
-from purerl.agent import Agent, Memory
+from purerl.envs.wrappers import FrameStackState
 from purerl.networks import with_policy_kernels
 from purerl.prng import draw_bits, keys_from_bits
 

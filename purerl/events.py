@@ -252,14 +252,20 @@ class Progress(Event):
 
     def __init__(self, config: Config):
         self.line_every = math.ceil(config.num_updates / PROGRESS_LINES)
+        self.noted = False  # whether the log has said what the earlier-return marker means
 
     def handle(self, run, chunk):
-        from purerl.logging.progress import progress_line
+        from purerl.logging.progress import EARLIER_NOTE, progress_line
 
         sps, latest = run.sps(), chunk.rows[-1]
-        run.bar.update(run.env_steps, sps, latest["episode_return"])
+        own, earlier = latest["episode_return"], run.history.latest_return()
+        run.bar.update(run.env_steps, sps, own if own is not None else earlier,
+                       earlier=own is None and earlier is not None)
         if (run.update // self.line_every > chunk.previous // self.line_every or run.ending):
-            log.info(progress_line(latest, run.config.num_updates, sps))
+            log.info(progress_line(latest, run.config.num_updates, sps, earlier))
+            if own is None and earlier is not None and not self.noted:
+                log.info(EARLIER_NOTE)
+                self.noted = True
 
 
 class Generation(Event):

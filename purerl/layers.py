@@ -17,7 +17,6 @@ import numpy as np
 from flax import struct
 from flax.core import meta
 
-
 ACTIVATION_FNS: dict[str, Callable[[jax.Array], jax.Array]] = {
     "tanh": jnp.tanh,
     "relu": nn.relu,

@@ -15,8 +15,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from purerl.config import Config
 from purerl.algorithm import RunnerState
+from purerl.config import Config
 
 PBT_STREAM = 0x9B7  # the generations' keys: this stream of the run's seed
 UNIT_INTERVAL = ("gamma", "gae_lambda")  # kept within [0, 1] when perturbed

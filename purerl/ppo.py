@@ -18,16 +18,20 @@ import jax.numpy as jnp
 from purerl.agent import make_agent
 from purerl.algorithm import Algorithm, Metrics, RunnerState
 from purerl.config import Config, ConfigError
-from purerl.envs.normalization import (
-    init_normalizer, scale_rewards, update_running_stats,
-)
+from purerl.envs.normalization import init_normalizer, scale_rewards, update_running_stats
 from purerl.gae import compute_gae
-from purerl.losses import LossTerm
-from purerl.learner import Batch, Optimizer, make_learner, nonfinite_bits
 from purerl.layers import init_params, kernel_normal_size
+from purerl.learner import Batch, Optimizer, make_learner, nonfinite_bits
+from purerl.losses import LossTerm
 from purerl.parallel import per_device, pmean, psum
-from purerl.prng import convert_key, draw_bits_per_device, key_words, keys_from_bits, normal_from_bits
 from purerl.plan import ExecutionPlan
+from purerl.prng import (
+    convert_key,
+    draw_bits_per_device,
+    key_words,
+    keys_from_bits,
+    normal_from_bits,
+)
 from purerl.rollout import RolloutNoise, draws_resets_ahead, rollout
 from purerl.schedules import HyperParams, make_schedules
 

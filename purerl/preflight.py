@@ -15,25 +15,26 @@ from hydra.core.config_store import ConfigStore
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import (
-    ConfigAttributeError, ConfigKeyError, OmegaConfBaseException, ValidationError,
+    ConfigAttributeError,
+    ConfigKeyError,
+    OmegaConfBaseException,
+    ValidationError,
 )
 
 from purerl.config import Config, ConfigError
-from purerl.validation import check_devices, validate
 from purerl.runtime import (
-    compile_cache_dir, join_processes, split_members_over_cores, use_compile_cache,
+    compile_cache_dir,
+    join_processes,
+    split_members_over_cores,
+    use_compile_cache,
 )
-
-def config_dir() -> Path:
-    """The `conf/` beside this package: inside it in a wheel (`purerl/conf`), at the
-    repository's top level in a source checkout."""
-    package = Path(__file__).resolve().parent
-    installed = package / "conf"
-    return installed if (installed / "config.yaml").is_file() else package.parent / "conf"
+from purerl.settings_help import config_dir, preset_descriptions
+from purerl.validation import check_devices, validate
 
 
 def presets() -> List[str]:
-    return sorted(p.stem for p in (config_dir() / "env").glob("*.yaml"))
+    """The names of the env presets (`conf/env/*.yaml`)."""
+    return [name for name, _ in preset_descriptions("env")]
 
 
 ConfigStore.instance().store(name="purerl_schema", node=Config)

@@ -16,7 +16,6 @@ import jax.numpy as jnp
 import numpy as np
 
 
-
 def key_words(impl: str) -> int:
     """The number of uint32 words of a key of PRNG `impl`."""
     return jax.random.key_data(jax.random.key(0, impl=impl)).shape[-1]

@@ -13,19 +13,19 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import NamedSharding, PartitionSpec as P
 
+from purerl.algorithm import MakeAlgorithm, Metrics, RunnerState
 from purerl.config import Config, env_devices
-from purerl.validation import validate
 from purerl.envs import make_env
 from purerl.envs.normalization import Normalizer
-from purerl.parallel import DEVICE_AXIS, make_mesh, map_seeds, shard_over_devices
 from purerl.learner import Optimizer
 from purerl.losses import LossTerm
+from purerl.parallel import DEVICE_AXIS, make_mesh, map_seeds, shard_over_devices
 from purerl.plan import ExecutionPlan, execution_plan
 from purerl.plugins import load_callable
-from purerl.algorithm import MakeAlgorithm, Metrics, RunnerState
 from purerl.ppo import make_ppo
 from purerl.prng import convert_key
 from purerl.schedules import member_hyperparams
+from purerl.validation import validate
 
 
 class Program(NamedTuple):

@@ -43,8 +43,8 @@ class Cells(nn.Module):
     """`num_towers` separate GRU or LSTM layers of `size` units each, run as one batched layer
     (as `MLP(num_towers=...)` runs towers: one kernel call for all). A call gives each layer's
     input projection, `[K, N, D] -> [K, N, G*H]`, and the `CellWeights` of its recurrence that
-    `cell_step` reads; `towers` (a slice) picks some of the layers. Kernels orthogonal (gain 1; the recurrent one per gate block), biases zero (an LSTM's
-    forget gate one)."""
+    `cell_step` reads; `towers` (a slice) picks some of the layers. Kernels orthogonal (gain 1;
+    the recurrent one per gate block), biases zero (an LSTM's forget gate one)."""
 
     kind: str  # gru | lstm
     size: int

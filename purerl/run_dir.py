@@ -1,5 +1,6 @@
-"""A run directory: one run writes it at a time (`lock_run_dir`); before training, whether the request fits what it holds (the
-update to resume from) and the network params that `init_from` starts a run from."""
+"""A run directory: one run writes it at a time (`lock_run_dir`); before training, whether the
+request fits what it holds (the update to resume from) and the network params that `init_from`
+starts a run from."""
 
 from __future__ import annotations
 
@@ -135,4 +136,4 @@ def params_from(run_dir: Path, like, init_member: Optional[int] = None):
             raise ConfigError(
                 f"init_from={run_dir}: params{jax.tree_util.keystr(path)} has shape {there} "
                 f"there and {here} here (network and env must match)")
-    return jax.tree.map(lambda p, l: np.broadcast_to(p, l.shape), params, like)
+    return jax.tree.map(lambda p, target: np.broadcast_to(p, target.shape), params, like)

@@ -253,8 +253,8 @@ def _finish(run: Run) -> Dict:
     """The final plot and summary.json, and the run's last log lines; returns the summary."""
     from purerl.checkpoint import CHECKPOINTS, Checkpoints
     from purerl.distributed import writes_files
-    from purerl.logging.sinks import write_summary
     from purerl.events import plot_learning_curve
+    from purerl.logging.sinks import write_summary
     from purerl.summary import run_summary
 
     if run.status == "nonfinite":

@@ -1,5 +1,7 @@
 """Command line: `python -m purerl.train +env=cartpole [key=value ...]`.
 
+`--help` lists every setting and preset, `--version` prints the version.
+
 Settings are checked before anything compiles (`purerl.preflight`): first every setting, before
 JAX is imported, then the device count and the environments; a bad one prints a one-line error
 and exits 2. Each job (one, or a Hydra sweep's) then trains with `purerl.run` in Hydra's output
@@ -28,9 +30,9 @@ from omegaconf import DictConfig
 
 from purerl.compiling import ProgramCache
 from purerl.config import ConfigError
-from purerl.validation import check_devices
 from purerl.preflight import config_dir, load_config, normalize_argv, preflight
 from purerl.runtime import check_same_run_dir, join_processes
+from purerl.validation import check_devices
 
 log = logging.getLogger("purerl")
 logging.getLogger("absl").setLevel(logging.WARNING)  # orbax logs every file it writes
@@ -117,7 +119,23 @@ def _quiet_hydra_beside_process_0() -> List[str]:
             "hydra/hydra_logging=disabled"]
 
 
+def _answer_flags(argv: List[str]) -> None:
+    """`--help` (`-h`) prints purerl's settings and presets, `--version` its version; either
+    exits 0 before Hydra runs (Hydra's own help: `--hydra-help`)."""
+    if "--help" in argv or "-h" in argv:
+        from purerl.settings_help import help_text
+
+        print(help_text(), end="")
+        sys.exit(0)
+    if "--version" in argv:
+        from purerl.version import __version__
+
+        print(f"purerl {__version__}")
+        sys.exit(0)
+
+
 def main() -> None:
+    _answer_flags(sys.argv[1:])
     # Python's cyclic garbage collector is off until the first job's programs are compiled:
     # the start (imports, configuration, tracing and lowering) makes some 250,000 objects
     # that live as long as the run, and every full collection scans them all (0.1-0.2 s each

@@ -9,8 +9,19 @@ import math
 from typing import Optional
 
 from purerl.config import (
-    ACTIVATIONS, CONV_PADDINGS, PRNG_IMPLS, RNN_CELLS, SCHEDULE_KINDS, SCHEDULED_HYPERPARAMS,
-    SUITES, SWEEPABLE, Config, ConfigError, DistributedConfig, ScheduleConfig, SweepConfig,
+    ACTIVATIONS,
+    CONV_PADDINGS,
+    PRNG_IMPLS,
+    RNN_CELLS,
+    SCHEDULE_KINDS,
+    SCHEDULED_HYPERPARAMS,
+    SUITES,
+    SWEEPABLE,
+    Config,
+    ConfigError,
+    DistributedConfig,
+    ScheduleConfig,
+    SweepConfig,
     env_devices,
 )
 
@@ -22,9 +33,8 @@ def validate(config: Config, num_devices: Optional[int] = 1) -> Config:
     """
     env, ppo = config.env, config.ppo
     if not env.name:
-        raise ConfigError(
-            "env.name is empty: pass +env=<preset>, or +env=gymnax env.name=<gymnax id or module:attr>"
-        )
+        raise ConfigError("env.name is empty: pass +env=<preset>, or +env=gymnax "
+                          "env.name=<gymnax id or module:attr>")
     if env.name.partition("/")[0] in SUITES:
         check_suite(env.name)
     _positive("num_seeds", config.num_seeds)

@@ -53,7 +53,8 @@ def cli_env(env: dict | None = None) -> dict:
     return {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'tests'}", **(env or {})}
 
 
-def run_cli(*args: str, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+def run_cli(*args: str, env: dict | None = None,
+            timeout: float = 600) -> subprocess.CompletedProcess:
     """Runs `python -m purerl.train ARGS` from the repository root."""
     return subprocess.run([sys.executable, "-m", "purerl.train", *args], cwd=REPO,
                           env=cli_env(env), capture_output=True, text=True, timeout=timeout)

@@ -94,7 +94,8 @@ class ComboLock(environment.Environment):
         return self.get_obs(state), state
 
     def get_obs(self, state, params=None, key=None):
-        return jnp.concatenate([jax.nn.one_hot(state.target[i], n) for i, n in enumerate(self.nvec)])
+        return jnp.concatenate([jax.nn.one_hot(state.target[i], n)
+                                for i, n in enumerate(self.nvec)])
 
     def action_space(self, params=None):
         from purerl.spaces import MultiDiscrete

@@ -8,8 +8,8 @@ import jax
 import pytest
 from conftest import tiny_config
 
-from purerl.config import ConfigError
 from purerl.compiling import eval_keys
+from purerl.config import ConfigError
 from purerl.preflight import preflight
 
 TINY = ["total_timesteps=1024", "ppo.num_steps=32", "ppo.num_epochs=2", "ppo.num_minibatches=2",
@@ -25,13 +25,15 @@ VALIDATION_CASES = [
     ([], r"no environment given: pass \+env=<preset> \(presets: acrobot, .*cartpole, .*gymnax"),
     (["env=cartpole"], r"pass the preset with a plus: \+env=cartpole"),
     (["+env=cartpol"], r"unknown preset \+env=cartpol: did you mean cartpole\?"),
-    (["+env=gymnax", "env.name=CartPole-v0"], "not a gymnax environment id; did you mean CartPole-v1"),
+    (["+env=gymnax", "env.name=CartPole-v0"],
+     "not a gymnax environment id; did you mean CartPole-v1"),
     (["+env=gymnax", "env.name=no_such_pkg.envs:MyEnv"], "cannot import module 'no_such_pkg.envs'"),
     (["+env=cartpole", "ppo.lrr=1e-3"], r"unknown setting ppo.lrr \(did you mean ppo.lr\?\)"),
     (["+env=cartpole", "+ppo.clip=1"], "unknown setting ppo.clip"),
     (["+env=cartpole", "total_timesteps=1e7"], "total_timesteps=10000000.0: .*Integer"),
     (["+env=cartpole", "ppo.num_steps=many"], "ppo.num_steps='many'"),
-    (["+env=cartpole", "ppo.num_minibatches=3"], "4 \\* 128 = 512 is not divisible by ppo.num_minibatches=3"),
+    (["+env=cartpole", "ppo.num_minibatches=3"],
+     "4 \\* 128 = 512 is not divisible by ppo.num_minibatches=3"),
     (["+env=cartpole", "total_timesteps=500"], "total_timesteps=500 is smaller than one update"),
     (["+env=cartpole", "ppo.lr=0"], "ppo.lr=0.0 must be > 0"),
     (["+env=cartpole", "ppo.gamma=1.5"], r"ppo.gamma=1.5 must be in \[0, 1\]"),
@@ -43,7 +45,8 @@ VALIDATION_CASES = [
     (["-m", "+env=cartpole", "ppo.lr=1e-3,-1"], "ppo.lr=-1.0 must be > 0"),
     (["+env=cartpole", "network=cnn"], r"needs image observations .* gives shape \(4,\)"),
     (["+env=cartpole", "env.params.max_step=9"], r"CartPole-v1 params have no field 'max_step'"),
-    (["+env=cartpole", "eval.temperatures=[1.0,1]"], r"eval.temperatures=\[1.0, 1.0\] has a repeated"),
+    (["+env=cartpole", "eval.temperatures=[1.0,1]"],
+     r"eval.temperatures=\[1.0, 1.0\] has a repeated"),
     (["+env=cartpole", "eval.temperatures=[-1]"], r"eval.temperatures=\[-1.0\] must be .* >= 0"),
     (["+env=cartpole", "checkpoint.keep=0"], "checkpoint.keep=0 must be > 0"),
     (["+env=cartpole", "env.clip_obs=0"], "env.clip_obs=0.0 must be > 0"),
@@ -200,3 +203,35 @@ def test_evaluation_draws_from_the_runs_prng():
     assert keys.shape == (3,) and str(jax.random.key_impl(keys)) == "unsafe_rbg"
     keys = eval_keys(tiny_config(num_seeds=3, prng_impl="threefry2x32"), jax.random.key(0))
     assert str(jax.random.key_impl(keys)) == "threefry2x32"
+
+
+def test_help_lists_settings_presets_and_docs_without_jax(cli):
+    """`--help` is purerl's: every setting with its default and comment, the presets, where the
+    docs are; before Hydra, without importing JAX."""
+    result = cli("--help", env={"PYTHONPROFILEIMPORTTIME": "1"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    for text in ("ppo.lr=0.00025 [float] Adam learning rate", "checkpoint.every_s=600.0",
+                 "resume=false", "  cartpole ", "network=<name>", "docs/ in the repository"):
+        assert text in result.stdout
+    imported = {line.split("|")[-1].strip().split(".")[0]
+                for line in result.stderr.splitlines() if line.startswith("import time:")}
+    assert "purerl" in imported and not imported & HEAVY
+
+
+def test_settings_reference_covers_the_schema_with_comments():
+    from purerl.preflight import _schema_keys
+    from purerl.settings_help import settings_reference
+
+    rows = settings_reference()
+    keys = {re.sub(r"^ppo\.schedule\.\w+\.", "ppo.schedule.<name>.", k) for k in _schema_keys()}
+    assert [r.key for r in rows] == list(dict.fromkeys(r.key for r in rows))  # each once
+    assert {r.key for r in rows} == keys
+    assert [r.key for r in rows if not r.comment] == []
+    assert rows[[r.key for r in rows].index("total_timesteps")].default == "500_000"
+
+
+def test_version(cli):
+    from purerl.version import __version__
+
+    result = cli("--version")
+    assert result.returncode == 0 and result.stdout == f"purerl {__version__}\n"

@@ -7,9 +7,9 @@ from omegaconf import OmegaConf
 
 from purerl.checkpoint import config_differences
 from purerl.config import Config, ConfigError, EnvConfig, auto_cpu_devices
-from purerl.validation import check_devices, validate
 from purerl.preflight import config_dir, load_config, preflight
 from purerl.runtime import compile_cache_dir
+from purerl.validation import check_devices, validate
 
 
 @pytest.mark.parametrize("overrides, message", [
@@ -33,7 +33,8 @@ def test_validation_messages(make_config, overrides, message):
 
 
 def test_num_envs_must_divide_over_devices(make_config):
-    with pytest.raises(ConfigError, match=r"env.num_envs=4 is not divisible by the number of devices \(3\)"):
+    message = r"env.num_envs=4 is not divisible by the number of devices \(3\)"
+    with pytest.raises(ConfigError, match=message):
         validate(make_config(), num_devices=3)
     validate(make_config(), num_devices=2)
 
@@ -127,6 +128,7 @@ def test_a_suite_not_installed_is_one_line_with_its_extra(monkeypatch, make_conf
 
 
 @pytest.mark.parametrize("members, cores, devices", [
-    ([8], 2, 2), ([3], 2, 1), ([1], 16, 1), ([6], 4, 3), ([8, 4], 16, 4), ([12], 8, 6), ([4], 1, 1)])
+    ([8], 2, 2), ([3], 2, 1), ([1], 16, 1), ([6], 4, 3), ([8, 4], 16, 4), ([12], 8, 6),
+    ([4], 1, 1)])
 def test_auto_cpu_devices_is_the_most_cores_that_divide_every_jobs_members(members, cores, devices):
     assert auto_cpu_devices(members, cores) == devices

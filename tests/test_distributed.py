@@ -123,7 +123,8 @@ def _two_processes(run_dir, *args):
 
 def _when_training(run_dir, procs):
     """Waits until the run has logged its first chunk (or a process ended early)."""
-    while not (run_dir / "metrics.jsonl").exists() or not (run_dir / "metrics.jsonl").stat().st_size:
+    metrics = run_dir / "metrics.jsonl"
+    while not metrics.exists() or not metrics.stat().st_size:
         assert all(proc.poll() is None for proc in procs), procs[0].communicate()[1][-3000:]
         time.sleep(0.1)
 

@@ -6,8 +6,12 @@ import numpy as np
 import pytest
 from gymnax.environments import spaces
 
-from purerl.distributions import (ActionDistribution, categorical_entropy,
-                                  categorical_log_prob, categorical_mode)
+from purerl.distributions import (
+    ActionDistribution,
+    categorical_entropy,
+    categorical_log_prob,
+    categorical_mode,
+)
 from purerl.spaces import MultiDiscrete, analyze_action_space
 
 P = np.array([[0.2, 0.3, 0.5], [0.6, 0.3, 0.1]])

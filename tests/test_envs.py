@@ -75,7 +75,8 @@ def test_data_downloading_env_fails_clearly(monkeypatch):
 
     monkeypatch.setattr(load_mnist, "urlretrieve", no_network)
     monkeypatch.setattr(load_mnist.path, "isfile", lambda _: False)
-    with pytest.raises(ConfigError, match="downloads its data when it is made, and the download failed"):
+    message = "downloads its data when it is made, and the download failed"
+    with pytest.raises(ConfigError, match=message):
         make_env(EnvConfig(name="MNISTBandit-bsuite"))
 
 
@@ -90,7 +91,8 @@ def test_frame_stack_resets_at_episode_boundaries():
     assert position(obs) == [0, 0, 0]
     seen, finals = [], []
     for a in [1, 1, 1, 0]:
-        obs, state, _, terminated, _, info = env.step(jax.random.key(1), state, jnp.int32(a), params)
+        obs, state, _, terminated, _, info = env.step(jax.random.key(1), state, jnp.int32(a),
+                                                      params)
         seen.append(position(obs))
         finals.append(position(info["final_observation"]))
     assert seen == [[0, 0, 1], [0, 0, 0], [0, 0, 1], [0, 1, 1]]  # step 2 ended the episode

@@ -7,8 +7,8 @@ import pytest
 
 from purerl.agent import make_agent
 from purerl.envs import make_env
-from purerl.learner import Batch, make_learner, make_optimizer
 from purerl.layers import init_params
+from purerl.learner import Batch, make_learner, make_optimizer
 from purerl.prng import draw_bits
 from purerl.schedules import hyperparams_from_config
 

@@ -8,8 +8,9 @@ import struct
 import numpy as np
 import pytest
 
+from purerl.logging.history import RunHistory
 from purerl.logging.plots import plot_learning_curve
-from purerl.logging.progress import ProgressBar
+from purerl.logging.progress import EARLIER_NOTE, ProgressBar, progress_line
 from purerl.logging.sinks import TensorBoardSink
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -123,6 +124,40 @@ def test_progress_bar_reaches_position():
     text = stream.getvalue()
     assert "6.00k/10.0k" in text
     assert "12.3k steps/s, return 87.2" in text
+
+
+def test_progress_bar_marks_an_earlier_updates_return():
+    stream = io.StringIO()
+    bar = ProgressBar(10_000, file=stream)
+    bar.update(2_000, 500.0, 500.0, earlier=True)
+    bar.close()
+    assert "return 500.0*" in stream.getvalue()
+
+
+def test_progress_line_shows_the_latest_return_marked_when_no_episode_ended():
+    row = {"update": 5, "env_steps": 2_560, "episode_return": None}
+    assert progress_line(row, 39, 1234.0).endswith("| return      n/a  |      1,234 steps/s")
+    assert "| return    500.0* |" in progress_line(row, 39, 1234.0, latest_return=500.0)
+    row["episode_return"] = 94.6
+    assert "| return     94.6  |" in progress_line(row, 39, 1234.0, latest_return=500.0)
+    assert EARLIER_NOTE.startswith("* no episode ended in that update")
+
+
+class _Metrics:
+    """The episode totals of `RunHistory.extend`'s metrics, leaves [members, updates]."""
+
+    def __init__(self, return_sum, count):
+        self.episode_return_sum = np.asarray(return_sum, float)
+        self.episode_length_sum = np.zeros_like(self.episode_return_sum)
+        self.episode_count = np.asarray(count, float)
+
+
+def test_latest_return_pools_the_members_of_the_last_update_with_an_episode():
+    history = RunHistory(2)
+    assert history.latest_return() is None
+    history.extend(_Metrics([[10.0, 0.0], [0.0, 0.0]], [[1, 0], [0, 0]]))
+    history.extend(_Metrics([[500.0, 0.0], [300.0, 0.0]], [[1, 0], [2, 0]]))
+    assert history.latest_return() == 800.0 / 3  # update 3's: no episode ended in update 4
 
 
 def test_progress_bar_resumed_starts_at_initial():

@@ -2,17 +2,23 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import tiny_config
 from gymnax.environments import spaces
 from hydra import compose, initialize_config_dir
 
-from conftest import tiny_config
 from purerl.config import ConfigError, NetworkConfig
-from purerl.validation import validate
-from purerl.layers import (TOWER_KERNELS, Conv, conv_output_size, init_params,
-                           kernel_normal_size, orthogonal_from_normal)
+from purerl.layers import (
+    TOWER_KERNELS,
+    Conv,
+    conv_output_size,
+    init_params,
+    kernel_normal_size,
+    orthogonal_from_normal,
+)
 from purerl.networks import ActorCritic, make_network, with_policy_kernels
-from purerl.spaces import ActionSpec
 from purerl.preflight import config_dir, load_config
+from purerl.spaces import ActionSpec
+from purerl.validation import validate
 
 NATURE = {"conv_channels": (32, 64, 64), "conv_kernels": (8, 4, 3), "conv_strides": (4, 2, 1)}
 

@@ -5,7 +5,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from purerl.envs.normalization import (
-    discounted_returns, init_normalizer, init_running_stats, normalize, scale_rewards,
+    discounted_returns,
+    init_normalizer,
+    init_running_stats,
+    normalize,
+    scale_rewards,
     update_running_stats,
 )
 
@@ -38,7 +42,7 @@ def test_running_stats_are_combined_across_devices():
                         axis_name="devices")(jnp.asarray(shards))
     everything = np.concatenate([first, shards.reshape(-1, 2)])
     for device in range(3):
-        _assert_stats(jax.tree.map(lambda x: x[device], combined), everything)
+        _assert_stats(jax.tree.map(lambda x, d=device: x[d], combined), everything)
 
 
 def test_normalize_standardizes_and_clips():

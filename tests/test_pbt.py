@@ -41,7 +41,8 @@ def test_fitness_is_the_generations_mean_return():
 
 
 @pytest.mark.parametrize("settings, message", [
-    ({"pbt.every": 2, "pbt.fraction": 0.7, "num_seeds": 4}, r"pbt.fraction=0.7 must be in \(0, 0.5\]"),
+    ({"pbt.every": 2, "pbt.fraction": 0.7, "num_seeds": 4},
+     r"pbt.fraction=0.7 must be in \(0, 0.5\]"),
     ({"pbt.every": 2, "pbt.perturb": []}, "pbt.perturb=.* non-empty list of factors > 0"),
     ({"pbt.hparams": ["lr", "beta"]}, "pbt.hparams: beta is not one of"),
     ({"pbt.every": 2, "num_seeds": 2}, r"pbt.fraction=0.25 of 2 member\(s\) replaces none"),

@@ -30,7 +30,7 @@ def _chunks(program, num_updates, key):
     while done < num_updates:
         num = min(program.chunk, num_updates - done)
         state, m = run(state, jnp.int32(num))
-        metrics.append(jax.tree.map(lambda x: np.asarray(x)[:, :num], m))
+        metrics.append(jax.tree.map(lambda x, n=num: np.asarray(x)[:, :n], m))
         done += num
     return state, jax.tree.map(lambda *xs: np.concatenate(xs, axis=1), *metrics), run
 
@@ -56,7 +56,8 @@ def test_same_seed_same_bits_other_seed_differs(tiny_program):
     _, c = train(jax.random.key(1))
     for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
-    assert not np.array_equal(np.asarray(a.losses["policy_loss"]), np.asarray(c.losses["policy_loss"]))
+    assert not np.array_equal(np.asarray(a.losses["policy_loss"]),
+                              np.asarray(c.losses["policy_loss"]))
 
 
 def test_metrics_are_per_update_scalars(tiny_program):

@@ -6,9 +6,17 @@ import numpy as np
 import pytest
 
 from purerl.plan import CPU
-from purerl.prng import (convert_key, draw_bits, gumbel_from_bits, key_words, keys_from_bits,
-                         normal_from_bits, permutation_bits_shape, permutations_from_bits,
-                         uniform_from_bits)
+from purerl.prng import (
+    convert_key,
+    draw_bits,
+    gumbel_from_bits,
+    key_words,
+    keys_from_bits,
+    normal_from_bits,
+    permutation_bits_shape,
+    permutations_from_bits,
+    uniform_from_bits,
+)
 
 
 @pytest.mark.parametrize("seed", [0, 7, 2**31 - 1])

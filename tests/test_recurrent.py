@@ -109,7 +109,7 @@ def test_recurrent_chunked_run_is_bit_identical_to_one_shot_train(make_config):
     state, chunks = jax.jit(program.init)(key), []
     for num in (2, 2, 1):
         state, metrics = run(state, jnp.int32(num))
-        chunks.append(jax.tree.map(lambda x: np.asarray(x)[:, :num], metrics))
+        chunks.append(jax.tree.map(lambda x, n=num: np.asarray(x)[:, :n], metrics))
     chunked = jax.tree.map(lambda *xs: np.concatenate(xs, axis=1), *chunks)
     jax.tree.map(np.testing.assert_array_equal, whole, chunked)
     counts = np.asarray(whole.episode_count)  # the means users read: sums over counts

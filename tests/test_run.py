@@ -405,8 +405,8 @@ def test_compile_s_is_the_compiles_not_what_ran_meanwhile():
 
     from conftest import tiny_config
 
-    from purerl.program import make_program
     from purerl.compiling import compile_programs
+    from purerl.program import make_program
 
     def meanwhile():
         while any(t.name.startswith("compile") for t in threading.enumerate()):

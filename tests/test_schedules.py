@@ -30,7 +30,8 @@ from purerl.schedules import (
     (ScheduleConfig(kind="piecewise", boundaries=[0.3, 0.6], values=[1.0, 0.5, 0.1]), 0.9, 0.1),
 ])
 def test_schedule_factor(schedule, progress, expected):
-    assert float(schedule_factor(schedule, jnp.float32(progress))) == pytest.approx(expected, abs=1e-6)
+    factor = float(schedule_factor(schedule, jnp.float32(progress)))
+    assert factor == pytest.approx(expected, abs=1e-6)
 
 
 def test_anneal_lr_and_scheduled_hyperparams(make_config):

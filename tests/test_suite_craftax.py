@@ -18,6 +18,7 @@ from gymnax.environments import spaces
 pytest.importorskip("craftax")
 
 from conftest import run_cli  # noqa: E402
+
 from purerl.config import ConfigError, EnvConfig  # noqa: E402
 from purerl.envs import make_env  # noqa: E402
 from purerl.envs.suites import craftax as adapter  # noqa: E402

@@ -139,6 +139,7 @@ def test_errors_are_one_line(monkeypatch):
     assert len(str(error.value).splitlines()) == 1 and "downloads" in str(error.value)
     from jumanji.environments import Snake
     from jumanji.wrappers import AutoResetWrapper
+
     from purerl.envs.suites import jumanji as adapter
     assert adapter.accepts(Snake()) and not adapter.accepts(object())
     with pytest.raises(ConfigError, match="purerl auto-resets"):

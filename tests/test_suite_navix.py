@@ -12,6 +12,7 @@ from gymnax.environments import spaces
 nx = pytest.importorskip("navix")
 
 from conftest import play, run_cli  # noqa: E402
+
 from purerl.config import ConfigError, EnvConfig  # noqa: E402
 from purerl.envs import make_env  # noqa: E402
 from purerl.envs.suites import navix as adapter  # noqa: E402

@@ -102,6 +102,7 @@ def test_errors_are_one_line():
         assert len(message.splitlines()) == 1 and f"env.name={name!r}" in message
         assert expected in message
     import pgx
+
     from purerl.envs.suites import pgx as adapter
     assert adapter.accepts(pgx.make("2048")) and not adapter.accepts(object())
     with pytest.raises(ConfigError, match="out of scope"):

@@ -13,6 +13,7 @@ from gymnax.environments import spaces
 xminigrid = pytest.importorskip("xminigrid")
 
 from conftest import play, run_cli  # noqa: E402
+
 from purerl.config import ConfigError, EnvConfig  # noqa: E402
 from purerl.envs import make_env  # noqa: E402
 from purerl.envs.suites import xminigrid as adapter  # noqa: E402

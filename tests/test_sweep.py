@@ -8,15 +8,15 @@ import sys
 import jax
 import numpy as np
 import pytest
-import purerl
 from conftest import REPO, resume_from_checkpoint, run_cli, tiny_config
 
+import purerl
 from purerl.checkpoint import restore_run
 from purerl.config import ConfigError, auto_cpu_devices
-from purerl.validation import validate
 from purerl.program import make_train
-from purerl.schedules import member_hyperparams
 from purerl.run_dir import params_from
+from purerl.schedules import member_hyperparams
+from purerl.validation import validate
 
 TIMING = ("compile_s", "train_s", "checkpoint_s", "sps")
 

@@ -17,7 +17,12 @@ from purerl.config import ConfigError, EnvConfig
 from purerl.envs.suites import adapt_user_env, is_suite_name, make_suite_env
 from purerl.envs.suites.base import one_line
 from purerl.envs.wrappers import (
-    AutoReset, EpisodeStats, EpisodeStatsState, FrameStack, OneHotObservation, takes_drawn_resets,
+    AutoReset,
+    EpisodeStats,
+    EpisodeStatsState,
+    FrameStack,
+    OneHotObservation,
+    takes_drawn_resets,
 )
 from purerl.spaces import ActionSpec, UnsupportedSpaceError, analyze_action_space
 
@@ -114,7 +119,8 @@ def _load_user_env(name: str, config: EnvConfig):
     try:
         made = target()
     except Exception as error:
-        raise ConfigError(f"env.name={name!r}: calling {attr}() failed: {one_line(error)}") from None
+        raise ConfigError(
+            f"env.name={name!r}: calling {attr}() failed: {one_line(error)}") from None
     env, env_params = made if isinstance(made, tuple) else (made, None)
     adapted = None if isinstance(env, Environment) else adapt_user_env(env, config, env_params)
     if adapted is not None:

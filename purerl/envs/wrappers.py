@@ -134,7 +134,8 @@ class FrameStack:
     def observation_space(self, params):
         inner = self.env.observation_space(params)
         shape = tuple(inner.shape)
-        low, high = (0, inner.n - 1) if isinstance(inner, spaces.Discrete) else (inner.low, inner.high)
+        discrete = isinstance(inner, spaces.Discrete)
+        low, high = (0, inner.n - 1) if discrete else (inner.low, inner.high)
         tile = lambda b: self._stacked(jnp.broadcast_to(jnp.asarray(b, jnp.float32),  # noqa: E731
                                                         (self.num_frames, *shape)))
         return spaces.Box(tile(low), tile(high), tile(jnp.zeros(shape)).shape,

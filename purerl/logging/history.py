@@ -37,6 +37,15 @@ class RunHistory:
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.where(self.count > 0, self.return_sum / self.count, np.nan)
 
+    def latest_return(self) -> Optional[float]:
+        """The mean return of the episodes completed in the latest update in which any ended,
+        pooled over the members as metrics.jsonl's `episode_return` is; None before the first."""
+        counts = self.count.sum(axis=0)
+        ended = np.flatnonzero(counts)
+        if not ended.size:
+            return None
+        return float(self.return_sum[:, ended[-1]].sum() / counts[ended[-1]])
+
     def final_returns(self) -> List[Optional[float]]:
         """`final_returns` of this history: one per seed."""
         return final_returns(self.return_sum, self.count)

@@ -6,22 +6,46 @@ from __future__ import annotations
 import sys
 from typing import Dict, Optional, TextIO
 
+# Beside a return from an earlier update; the log says what it means once.
+EARLIER = "*"
+EARLIER_NOTE = (f"{EARLIER} no episode ended in that update: the return of the latest update "
+                "in which one did")
 
-def progress_line(row: Dict, num_updates: int, sps: float) -> str:
+
+def return_text(value: Optional[float], earlier: bool, width: int = 0) -> str:
+    """A return for the console: `94.6`, `500.0*` when it is an earlier update's, `n/a`.
+
+    Args:
+      value: the return, None when no episode has ended yet.
+      earlier: whether it is an earlier update's (none ended in this one).
+      width: the width of the number (right-aligned), the marker's column after it.
+    """
+    pad = " " if width else ""  # the marker's column, in a line of aligned columns
+    if value is None:
+        return f"{'n/a':>{width}}{pad}"
+    return f"{value:{width}.1f}{EARLIER if earlier else pad}"
+
+
+def progress_line(row: Dict, num_updates: int, sps: float,
+                  latest_return: Optional[float] = None) -> str:
     """The console line of one update.
 
     Args:
       row: a `metrics_rows` dict (`update`, `env_steps`, `episode_return`).
       num_updates: the run's number of updates.
       sps: env steps per second.
+      latest_return: the return of the latest update in which an episode ended
+        (`RunHistory.latest_return`), shown marked when none ended in this one.
 
     Returns:
-      `update 32/39 | env steps      16,384 | return     94.6 |     37,792 steps/s`.
+      `update 32/39 | env steps      16,384 | return     94.6  |     37,792 steps/s`, or
+      `... | return    500.0* | ...` when the return is an earlier update's.
     """
-    ret = row["episode_return"]
-    ret_text = "   n/a" if ret is None else f"{ret:8.1f}"
+    own = row["episode_return"]
+    ret = return_text(latest_return if own is None else own,
+                      own is None and latest_return is not None, width=8)
     return (f"update {row['update']:>{len(str(num_updates))}}/{num_updates} | env steps "
-            f"{row['env_steps']:>11,} | return {ret_text} | {sps:>10,.0f} steps/s")
+            f"{row['env_steps']:>11,} | return {ret} | {sps:>10,.0f} steps/s")
 
 
 def _si(x: float) -> str:
@@ -56,11 +80,13 @@ class ProgressBar:
         """The bar's current env steps; None when disabled."""
         return None if self._bar is None else int(self._bar.n)
 
-    def update(self, env_steps: int, sps: float, latest_return: Optional[float]) -> None:
-        """Moves the bar to `env_steps` (absolute) with a postfix of `sps` and the latest return."""
+    def update(self, env_steps: int, sps: float, latest_return: Optional[float],
+               earlier: bool = False) -> None:
+        """Moves the bar to `env_steps` (absolute) with a postfix of `sps` and the latest
+        return, marked when `earlier` (an earlier update's: none ended in this one)."""
         if self._bar is None:
             return
-        ret = "n/a" if latest_return is None else f"{latest_return:.1f}"
+        ret = return_text(latest_return, earlier)
         self._bar.set_postfix_str(f"{_si(sps)} steps/s, return {ret}", refresh=False)
         self._bar.update(int(env_steps) - self._bar.n)
 

@@ -27,7 +27,8 @@ UPDATE_KEYS = ("explained_variance", "value_mean", "learning_rate", "opt_steps",
 
 
 def json_number(x: float):
-    """A float at float32 precision (7 significant digits), an int when integral, None if not finite."""
+    """A float at float32 precision (7 significant digits), an int when integral, None if not
+    finite."""
     if not math.isfinite(x):
         return None
     return int(x) if float(x).is_integer() else float(f"{x:.7g}")

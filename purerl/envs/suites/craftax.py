@@ -30,15 +30,12 @@ from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
+from craftax.craftax_env import make_craftax_env_from_name
+from craftax.environment_base.environment_bases import EnvironmentAutoReset, EnvironmentNoAutoReset
 from gymnax.environments import spaces
 
 from purerl.config import ConfigError, EnvConfig
 from purerl.envs.suites.base import SuiteEnv, close_matches
-
-from craftax.craftax_env import make_craftax_env_from_name
-from craftax.environment_base.environment_bases import (
-    EnvironmentAutoReset, EnvironmentNoAutoReset,
-)
 
 # Vmapped, a world's generation costs more per env the more envs there are (its working set
 # outgrows the caches): on 2 CPU cores, 0.8 ms each for 64, 20 ms each for 1024, 47 ms each

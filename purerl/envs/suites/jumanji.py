@@ -45,13 +45,11 @@ from urllib.error import URLError
 
 import jax
 import jax.numpy as jnp
+import jumanji
 import numpy as np
 from flax import struct
 from gymnax.environments import spaces
-
-import jumanji
-from jumanji import specs
-from jumanji import wrappers as jumanji_wrappers
+from jumanji import specs, wrappers as jumanji_wrappers
 from jumanji.types import StepType
 
 from purerl.config import ConfigError, EnvConfig

@@ -20,13 +20,12 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import navix as nx
 from gymnax.environments import spaces
+from navix.environments.environment import StepType
 
 from purerl.config import ConfigError, EnvConfig
 from purerl.envs.suites.base import SuiteEnv, close_matches
-
-import navix as nx
-from navix.environments.environment import StepType
 
 
 class NavixEnv(SuiteEnv):

@@ -24,9 +24,8 @@ from typing import Any, Optional
 
 import jax
 import jax.numpy as jnp
-from gymnax.environments import spaces
-
 import pgx
+from gymnax.environments import spaces
 
 from purerl.config import ConfigError, EnvConfig
 from purerl.envs.suites.base import SuiteEnv, close_matches, one_line

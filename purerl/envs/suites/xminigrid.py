@@ -26,14 +26,13 @@ from typing import Any, Optional
 
 import jax
 import jax.numpy as jnp
+import xminigrid
 from gymnax.environments import spaces
+from xminigrid.environment import Environment as XMiniGridEnvironment
+from xminigrid.types import StepType
 
 from purerl.config import ConfigError, EnvConfig
 from purerl.envs.suites.base import SuiteEnv, close_matches
-
-import xminigrid
-from xminigrid.environment import Environment as XMiniGridEnvironment
-from xminigrid.types import StepType
 
 
 class XMiniGridEnv(SuiteEnv):
