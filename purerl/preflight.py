@@ -211,14 +211,25 @@ def compose_jobs(argv: List[str]) -> List[Config]:
     Returns:
         One `Config` per job, in the order Hydra runs them (a sampling sweeper's: one).
     """
-    from hydra import compose, initialize_config_dir
+    return _compose(_parse_overrides(argv))
+
+
+def _parse_overrides(argv: List[str]) -> list:
+    """The Hydra overrides of `argv` (its `-`-flags left out); raises ConfigError."""
     from hydra.errors import HydraException
 
     args = [a for a in normalize_argv(argv) if not a.startswith("-")]
     try:
-        overrides = OverridesParser.create().parse_overrides(args)
+        return OverridesParser.create().parse_overrides(args)
     except HydraException as error:
         raise ConfigError(_explain(error)) from None
+
+
+def _compose(overrides) -> List[Config]:
+    """`compose_jobs` of the parsed `overrides`."""
+    from hydra import compose, initialize_config_dir
+    from hydra.errors import HydraException
+
     _check_env_override(overrides)
     _check_hydra_plugins(overrides)
     job_overrides = [o for o in overrides if not o.key_or_group.startswith("hydra")]
@@ -249,9 +260,8 @@ def preflight(argv: List[str]) -> None:
     checks that need JAX follow: the device count and the environments (gymnax)."""
     if any(a.startswith("-") and a not in ("-m", "--multirun") for a in argv):
         return  # --help, --cfg, --info ...: Hydra's own business
-    configs = compose_jobs(argv)
-    overrides = OverridesParser.create().parse_overrides(
-        [a for a in normalize_argv(argv) if not a.startswith("-")])
+    overrides = _parse_overrides(argv)
+    configs = _compose(overrides)
     _check_output_dir(overrides, multirun=any(a in ("-m", "--multirun") for a in argv))
     split_members_over_cores(configs)
 

@@ -17,12 +17,14 @@ from purerl.config import Config, ConfigError
 
 log = logging.getLogger("purerl")
 LOCK = ".purerl.lock"  # held (an OS file lock) by the process whose run writes the directory
-# What a run writes before its first checkpoint (and Hydra beside it): a directory that holds
-# only these and no checkpoint is a run that never saved one, which resume=auto starts afresh.
-RUN_FILES = re.compile(r"(\.hydra|\.purerl\.lock|.*\.log|metrics\.jsonl(\.tmp)?|pbt\.jsonl(\.tmp)?|"
-                       r"summary\.json(\.tmp)?|learning_curve\.png|events\.out\.tfevents\..*|wandb|"
-                       r"checkpoints)")
 HYDRA_FILES = re.compile(r"\.hydra|.*\.log")  # what Hydra writes before a job starts
+# What a run writes before its first checkpoint, beside Hydra's (its lock apart): a directory
+# that holds only these and no checkpoint is a run that never saved one, which resume=auto
+# starts afresh.
+RUN_FILES = re.compile(HYDRA_FILES.pattern + r"|(metrics|pbt)\.jsonl(\.tmp)?|summary\.json(\.tmp)?"
+                       r"|learning_curve\.png|events\.out\.tfevents\..*|wandb|checkpoints")
+
+
 @contextlib.contextmanager
 def lock_run_dir(run_dir: Path) -> Iterator[None]:
     """Holds `run_dir` for this run (created if missing) while within: an OS lock on its
