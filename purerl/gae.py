@@ -19,21 +19,27 @@ def compute_gae(
     gamma: float | jax.Array,
     gae_lambda: float | jax.Array,
 ) -> Tuple[jax.Array, jax.Array]:
-    """Advantages and returns of a rollout.
+    """Advantages and returns of a rollout, truncation-aware, time-major.
+
+    A truncated step bootstraps from the value of its true next observation; a terminated one
+    does not. The advantage recursion stops at any episode end (terminated or truncated).
 
     Args:
       rewards: float `[T, B]`, the reward of step t.
       values: float `[T, B]`, V(obs_t).
-      next_values: float `[T, B]`, V of the true next observation of step t (on an episode's last
-        step, of its final observation, not of the reset one).
+      next_values: float `[T, B]`, V of the true next observation of step t (on an episode's
+        last step, of its final observation, not of the reset one).
       terminated: bool or float `[T, B]`; a terminated step does not bootstrap.
-      truncated: bool or float `[T, B]`; a truncated step bootstraps from next_values.
+      truncated: bool or float `[T, B]`; a truncated step bootstraps from `next_values`.
       gamma: the discount, a scalar (a Python float or a traced array).
       gae_lambda: GAE's lambda, a scalar (a Python float or a traced array).
 
     Returns:
-      (advantages, returns), float `[T, B]`, with returns = advantages + values. The advantage
-      recursion stops at any episode end (terminated or truncated).
+      The tuple `(advantages, returns)`, each float `[T, B]` of `values`' dtype, with
+        `returns = advantages + values`.
+
+    Raises:
+      AssertionError: the five arrays are not all of rank 2 and one shape (`chex`).
     """
     chex.assert_rank([rewards, values, next_values, terminated, truncated], 2)
     chex.assert_equal_shape([rewards, values, next_values, terminated, truncated])

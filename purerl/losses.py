@@ -41,10 +41,30 @@ def ppo_loss(
     ent_coef: float | jax.Array,
     clip_value: bool,
 ) -> Tuple[jax.Array, LossInfo]:
-    """Clipped-surrogate PPO loss over a minibatch; every array is `[N]`.
+    """PPO's clipped-surrogate loss, value loss and entropy bonus over a minibatch.
 
-    `advantages` are used as given (normalize them first with `normalize_advantages`).
-    The value loss is 0.5 * squared error, maximized with its clipped twin when `clip_value`.
+    The loss is `policy_loss + vf_coef * value_loss - ent_coef * entropy`, each a mean over
+    the minibatch. The value loss is 0.5 * squared error, maximized with its clipped twin
+    (the value moved at most `clip_eps` from `old_value`) when `clip_value`.
+
+    Args:
+        log_prob: float `[N]`, log pi(action | obs) under the current parameters.
+        entropy: float `[N]`, the entropy of the current policy at each obs.
+        value: float `[N]`, the current V(obs).
+        old_log_prob: float `[N]`, log pi(action | obs) under the rollout's policy.
+        old_value: float `[N]`, the rollout's V(obs).
+        advantages: float `[N]`, used as given (normalize them first with
+            `normalize_advantages`).
+        returns: float `[N]`, the value targets.
+        clip_eps: the ratio clip (and the value clip), a scalar.
+        vf_coef: the value loss's weight, a scalar.
+        ent_coef: the entropy bonus's weight, a scalar.
+        clip_value: whether to clip the value loss.
+
+    Returns:
+        The tuple `(loss, info)`: the scalar loss to minimize and its `LossInfo` of scalars
+            (`policy_loss`, `value_loss`, `entropy`, `approx_kl`, `clip_frac`; the last two
+            without gradient).
     """
     log_ratio = log_prob - old_log_prob
     ratio = jnp.exp(log_ratio)
@@ -68,18 +88,28 @@ def ppo_loss(
 
 
 def ppo_term(policy, clip_value: bool) -> LossTerm:
-    """PPO's loss as a loss term: the clipped surrogate, plus `hparams.vf_coef` times the value
-    loss, minus `hparams.ent_coef` times the entropy (`ppo_loss`).
+    """PPO's loss (`ppo_loss`) as a loss term, the first of those the learner sums.
+
+    A loss term is `term(params, batch, outputs, hparams) -> (loss, metrics)`: `params` the
+    network's parameters; `batch` the minibatch (`purerl.learner.Batch`: `obs`, `action`,
+    `log_prob`, `value`, `advantages` (normalized), `returns`, `action_mask`, each `[N, ...]`);
+    `outputs` the network's output on `batch.obs`, `(policy_out, value [N], *extras)` with
+    `policy_out` already masked; `hparams` the update's `HyperParams`. `loss` is a scalar
+    added to the minibatch's loss; `metrics` a dict of scalars, averaged over the minibatches
+    and logged by name (a user's term's as `loss/<name>`). Pass terms of your own with
+    `make_program(config, loss_terms=[...])` or `ppo.loss_terms=[pkg.module:fn]`.
 
     Args:
-        policy: the `ActionDistribution` that `outputs[0]` parameterizes.
+        policy: the `ActionDistribution` that `outputs[0]` parameterizes (`log_prob`,
+            `entropy`).
         clip_value: clip the value loss as `ppo_loss` does.
 
     Returns:
-        The term; its metrics are `LossInfo`'s fields (`policy_loss`, `value_loss`, `entropy`,
-        `approx_kl`, `clip_frac`), the learner's target-KL stop reads `approx_kl`.
+        The term: its loss is the clipped surrogate, plus `hparams.vf_coef` times the value
+            loss, minus `hparams.ent_coef` times the entropy, with `hparams.clip_eps`; its
+            metrics are `LossInfo`'s fields (`policy_loss`, `value_loss`, `entropy`,
+            `approx_kl`, `clip_frac`), of which the learner's target-KL stop reads `approx_kl`.
     """
-
     def term(params, batch, outputs, hparams):
         del params  # the outputs are all it needs
         policy_out, value = outputs[:2]

@@ -41,12 +41,39 @@ def make_ppo(
     axis_name: Optional[str] = None, optimizer: Optional[Optimizer] = None,
     network=None, loss_terms: Sequence[LossTerm] = (), plan: Optional[ExecutionPlan] = None,
 ) -> Algorithm:
-    """PPO for one seed over `num_envs` envs (default: all); `axis_name` names the device axis
-    to average gradients and metrics over, when running under `shard_map`; `optimizer`: the
-    learner's optimizer factory, `HyperParams -> optax.GradientTransformation` (default:
-    `purerl.learner.default_optimizer`); `network`: a user's network (`purerl.agent.make_agent`);
-    `loss_terms`: loss terms added to PPO's (`purerl.losses`); `plan`: the faster paths to take
-    (default: the default backend's, `purerl.plan.execution_plan`)."""
+    """PPO for one seed on one device: the default algorithm of `make_program`.
+
+    `update` is a rollout of `ppo.num_steps` steps on each env (`purerl.rollout`), GAE
+    (`compute_gae`), then the learner's `ppo.num_epochs` x `ppo.num_minibatches` optimizer
+    steps (`purerl.learner`), with the metrics reduced to scalars inside the graph. A recurrent
+    policy's memory rides in the state, and its learner takes whole env sequences.
+
+    Args:
+        config: the run's settings; PPO reads `env`, `network`, `ppo`, `sweep.target_kl` and
+            `prng_impl`.
+        env: the unwrapped env, a gymnax `Environment` (`purerl.envs.make_env`).
+        env_params: its params.
+        num_envs: the envs B this device steps for the seed (default: `env.num_envs`).
+        axis_name: the device axis to average gradients and statistics over when a seed's
+            envs are split over devices under `shard_map`; None when they are not.
+        optimizer: `HyperParams -> optax.GradientTransformation` of the parameter tree
+            (default: `purerl.learner.default_optimizer`, Adam after global-norm clipping).
+        network: a user's network, a flax module or a factory `(obs_shape, action_spec,
+            network_config) -> module` (default: what `config.network` describes).
+        loss_terms: loss terms added after PPO's own (`ppo_term`).
+        plan: the faster paths to take (default: the default backend's,
+            `purerl.plan.execution_plan`).
+
+    Returns:
+        The `Algorithm(init, update)`, pure functions of arrays: `init(key, hparams)` gives a
+            `RunnerState` with `obs` `[num_envs, *obs_shape]`, `update(state)` the next one and
+            its `Metrics` of scalars.
+
+    Raises:
+        ConfigError: the env's spaces or a user's network do not fit (wrong output shapes, a
+            recurrent setting with a network of the user's), or `env.reset_pool` is set for an
+            env that resets inside its own step.
+    """
     ppo, env_config, impl = config.ppo, config.env, config.prng_impl
     num_envs = env_config.num_envs if num_envs is None else num_envs
     num_steps, words = ppo.num_steps, key_words(impl)

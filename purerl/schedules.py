@@ -18,6 +18,26 @@ from purerl.config import Config, ScheduleConfig
 
 
 class HyperParams(NamedTuple):
+    """The hyperparameters that travel through the compiled program as arrays.
+
+    Each is a float32 array: `[]` for one member inside an algorithm, `[M]` over the members
+    of a run (`member_hyperparams`), so that a sweep `vmap`s over them and PBT copies and
+    perturbs them. `RunnerState.hparams` holds the base values; each update moves the
+    scheduled ones to their value at its progress (`ppo.schedule`).
+
+    Attributes:
+        lr: the learning rate (`ppo.lr`).
+        ent_coef: the entropy bonus's weight (`ppo.ent_coef`).
+        clip_eps: the ratio clip, also the value clip (`ppo.clip_eps`).
+        vf_coef: the value loss's weight (`ppo.vf_coef`).
+        gamma: the discount (`ppo.gamma`).
+        gae_lambda: GAE's lambda (`ppo.gae_lambda`).
+        max_grad_norm: the global gradient-norm clip (`ppo.max_grad_norm`).
+        target_kl: the target-KL stop (`ppo.target_kl`); +inf when it is off.
+        extra: an algorithm's own hyperparameters, a pytree of arrays that PBT copies with the
+            rest; None for PPO.
+    """
+
     lr: jax.Array
     ent_coef: jax.Array
     clip_eps: jax.Array
