@@ -42,7 +42,12 @@ SUITES = {
 
 
 class ConfigError(ValueError):
-    """A setting is invalid; the message is one line naming the setting and the numbers."""
+    """A setting is invalid: a `ValueError` whose message is one line naming the setting and
+    its value.
+
+    `validate`, `make_program`, `run` and `load` raise it; the command line prints the line
+    and exits with code 2.
+    """
 
 
 @dataclass
@@ -214,6 +219,27 @@ class PBTConfig:
 
 @dataclass
 class Config:
+    """A run's settings: the typed schema that the command line and Python share.
+
+    Every key, its type, default and meaning is in the
+    [configuration reference](configuration-reference.md); `conf/config.yaml` holds the
+    command line's defaults. Build one in Python with the groups as dataclasses of this
+    module, e.g. `Config(env=EnvConfig(name="CartPole-v1"), ppo=PPOConfig(lr=1e-3))`;
+    `validate` checks it, and nothing mutates it afterwards. The sizes derived from it are
+    properties, never written back.
+
+    Attributes:
+        env: `EnvConfig`, the environment, its wrappers and the envs per seed.
+        ppo: `PPOConfig`, PPO's hyperparameters, their schedules and loss terms.
+        network: `NetworkConfig`, the network (purerl's, or `factory`).
+        eval: `EvalConfig`, evaluation episodes.
+        checkpoint: `CheckpointConfig`, when checkpoints are written and how many kept.
+        log: `LogConfig`, TensorBoard, W&B, the progress bar.
+        distributed: `DistributedConfig`, joining the processes of a multi-host run.
+        sweep: `SweepConfig`, hyperparameter values trained at once.
+        pbt: `PBTConfig`, population-based training of the members.
+    """
+
     seed: int = 0
     num_seeds: int = 1  # independent seeds vmapped inside one compiled program
     total_timesteps: int = 500_000  # env steps per seed
@@ -264,21 +290,36 @@ class Config:
 
     @property
     def minibatch_size(self) -> int:
+        """Transitions per minibatch: batch_size // ppo.num_minibatches."""
         return self.batch_size // self.ppo.num_minibatches
 
     @property
     def num_updates(self) -> int:
+        """Updates in the run: total_timesteps // batch_size."""
         return self.total_timesteps // self.batch_size
 
     def schedule(self, name: str) -> ScheduleConfig:
-        """The effective schedule of `name`, with `anneal_lr` resolved (nothing is written back)."""
+        """The effective schedule of one hyperparameter, with `anneal_lr` resolved.
+
+        Args:
+            name: one of lr, ent_coef, clip_eps, vf_coef, gamma, gae_lambda.
+
+        Returns:
+            `ppo.schedule.<name>`, or for lr with `ppo.anneal_lr` a linear schedule to 0
+                (nothing is written back).
+        """
         schedule = getattr(self.ppo.schedule, name)
         if name == "lr" and self.ppo.anneal_lr:
             return ScheduleConfig(kind="linear", end=0.0)
         return schedule
 
     def schedules(self) -> Dict[str, ScheduleConfig]:
-        """The effective schedule of every scheduled hyperparameter, by name."""
+        """The effective schedule of every scheduled hyperparameter.
+
+        Returns:
+            `{name: ScheduleConfig}` for lr, ent_coef, clip_eps, vf_coef, gamma and
+                gae_lambda, as `schedule` gives each.
+        """
         return {name: self.schedule(name) for name in SCHEDULED_HYPERPARAMS}
 
 

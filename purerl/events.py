@@ -31,12 +31,20 @@ PBT_LOG = "pbt.jsonl"  # a PBT run's generations: who copied whom, the new hyper
 class Run:
     """A run in progress, as the events between chunks read and change it.
 
-    Attributes an event reads: `config`, `run_dir`, `state` (the `RunnerState`, leaves
-    `[M, ...]` over the members), `update` (updates done, the chunk's last), `env_steps`,
-    `history` (the `RunHistory`: every update's returns and the evaluations so far),
-    `programs` (the compiled programs: `programs.evaluate`), `key` (the run's PRNG key). An
-    event that changes the state (PBT) assigns `state`; one that ends the run calls
-    `request_stop`.
+    An event that changes the state (PBT) assigns `state`; one that ends the run calls
+    `request_stop`. M is the run's members (`Config.num_members`).
+
+    Attributes:
+        config: the run's settings.
+        run_dir: the run directory.
+        programs: the compiled programs (`programs.evaluate(params, obs_stats, keys)`).
+        key: the run's PRNG key.
+        state: the `RunnerState`, leaves `[M, ...]` over the members.
+        history: the `RunHistory`: every update's returns and the evaluations so far.
+        update: the updates done, the chunk's last.
+        status: "completed" (so far), "stopped" (an event asked), "interrupted" (Ctrl-C),
+            "preempted" (SIGTERM, SIGUSR1) or "nonfinite" (the NaN guard).
+        stopped_by: the name of the event that ended the run early, or None.
     """
 
     config: Config
@@ -75,7 +83,11 @@ class Run:
     def request_stop(self, by: str) -> None:
         """Ends the run at this update, cleanly: the events still due run (the final
         evaluation, the log, the checkpoint), summary.json says status "stopped" and
-        `stopped_by`, and the run can be resumed. The first request counts."""
+        `stopped_by`, and the run can be resumed. The first request counts.
+
+        Args:
+            by: who asked, as summary.json's `stopped_by` gives it (an event's `name`).
+        """
         if self.stopped_by is None:
             self.stopped_by = by
             self.status = "stopped"
@@ -100,8 +112,20 @@ class Run:
 
 @dataclass
 class Chunk:
-    """What one chunk of updates brought: the rows of its good updates (those before a
-    non-finite one), for the events to read and extend."""
+    """What one chunk of updates brought, for the events to read and extend.
+
+    Attributes:
+        previous: the updates done before the chunk.
+        rows: the metrics rows of its good updates (those before a non-finite one), one dict
+            per update as metrics.jsonl has them; an event may add keys to them (the log
+            event writes them after the caller's events).
+        stop_signal: the stop signal that came during the chunk (`purerl.signals`), 0 when
+            none did; the same in every process.
+        nonfinite: the NaN guard's bits of the first bad update; 0 when all were good.
+        checkpoint_due: `checkpoint.every_s` seconds passed since the last checkpoint.
+        evaluated: the evaluation event ran after it.
+        failed: an event raised after it; what trained is kept, then the error propagates.
+    """
 
     previous: int  # updates done before the chunk
     rows: List[Dict]  # metrics rows of the good updates, as metrics.jsonl has them
@@ -120,14 +144,20 @@ class Chunk:
 
 
 class Event:
-    """Something done between chunks when `due`; subclass it and define `handle`.
+    """Something done between chunks of updates; subclass it and define `handle`.
 
-    `every` > 0: a periodic event, due on every `every`-th update and at the run's end (the
-    default `due`); chunks end on its updates. 0: `due` decides after each chunk (by default,
-    always). Events run in order; once one ends the run (the NaN guard, Ctrl-C), the rest wait,
-    but after `Run.request_stop` the events still due run, and the earlier ones due at a run's
-    end (the final evaluation) run then too. When one raises in a single process, those after
-    it that keep what trained (`keeps_work`: the log, the checkpoint) still run.
+    After each chunk, the run's events run in order, each when `due`. Once one ends the run
+    (the NaN guard, Ctrl-C), the rest wait; after `Run.request_stop`, the events still due
+    run, and the earlier ones due at a run's end (the final evaluation) run then too. When
+    one raises in a single process, those after it that keep what trained (`keeps_work`: the
+    log, the checkpoint) still run. Pass events to `run(config, run_dir, events=[...])`.
+
+    Attributes:
+        every: the updates between a periodic event's turns: above 0, it is due on every
+            `every`-th update and at the run's end (the default `due`), and chunks end on its
+            updates; 0 (the default): `due` decides after each chunk (by default, always).
+        keeps_work: the event keeps what trained (the log, the checkpoint), so it still runs
+            after an earlier event raised.
     """
 
     every = 0
@@ -139,11 +169,29 @@ class Event:
         return type(self).__name__
 
     def due(self, run: Run, chunk: Chunk) -> bool:
-        """Whether to handle the chunk that just ended (`run.update` is its last update)."""
+        """Whether to handle the chunk that just ended.
+
+        Args:
+            run: the run, `run.update` the chunk's last update.
+            chunk: the chunk that just ended.
+
+        Returns:
+            True to call `handle`; by default, on every `every`-th update and at the
+                run's end when `every` is above 0, else always.
+        """
         return periodic(self.every, run) if self.every > 0 else True
 
     def handle(self, run: Run, chunk: Chunk) -> None:
-        """Acts on the chunk that just ended."""
+        """Acts on the chunk that just ended: reads `chunk.rows` and `run`, may add keys to
+        the rows, and may end the run with `run.request_stop(self.name)`.
+
+        Args:
+            run: the run, `run.update` the chunk's last update.
+            chunk: the chunk that just ended.
+
+        Raises:
+            NotImplementedError: a subclass did not define it.
+        """
         raise NotImplementedError
 
 

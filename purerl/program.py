@@ -29,18 +29,30 @@ from purerl.validation import validate
 
 
 class Program(NamedTuple):
-    """The jittable functions of one configured run, mapped over seeds and devices.
+    """The jittable functions of one configured run, mapped over members and devices.
 
-    init(key, hparams=None) -> RunnerState with leaves `[S, ...]` (S = num_members: sweep grid
-        points x seeds; env leaves `[S, B, ...]`). `hparams`: the members' base
-        hyperparameters (`schedules.member_hyperparams`, leaves `[S]`; default: the config's),
-        an argument so that no program depends on their values.
-    run(state, num) -> (state, Metrics `[S, chunk]`): `num <= chunk` updates; rows past `num`
-        are zeros.
-    train(key) -> (RunnerState, Metrics `[S, num_updates]`): the whole run, init and all updates.
-    state_sharding: the state's shardings over the devices, a prefix tree of the RunnerState
-        (`jit`'s `out_shardings` of init), so that the programs taking a state can be lowered
-        before init is compiled.
+    S is the run's members (`Config.num_members`: sweep grid points x seeds) and B
+    `env.num_envs`; every leaf of a state has the members axis first, `[S, ...]`, and the
+    envs' leaves (`env_state`, `obs`, `normalizer.returns`, `memory`) `[S, B, ...]`.
+
+    Attributes:
+        init: `init(key, hparams=None) -> RunnerState`, the members' states before the first
+            update, from the run's PRNG key. `hparams`: the members' base `HyperParams`,
+            leaves `[S]` (`schedules.member_hyperparams`; default: the config's), an argument
+            so that no program depends on their values.
+        run: `run(state, num) -> (RunnerState, Metrics)`: `num <= chunk` updates (an int32
+            scalar), the metrics `[S, chunk]`, with zeros past `num`.
+        train: `train(key) -> (RunnerState, Metrics)`: the whole run, init and every update,
+            the metrics `[S, num_updates]`.
+        chunk: the updates one `run` call holds room for.
+        num_devices: the devices the programs are mapped over (of every process).
+        state_sharding: the state's shardings over the devices, a prefix tree of the
+            `RunnerState` (`jit`'s `out_shardings` of `init`), so that the programs taking a
+            state can be lowered before `init` is compiled.
+        plan: the faster paths its programs take on their platform.
+        network: the user's network given from Python, for evaluation; or None.
+        given: the objects given from Python or chosen for them (algorithm, network, loss
+            terms, optimizer, plan); compiled programs are reused only for the same ones.
     """
 
     init: Callable[..., RunnerState]
@@ -49,10 +61,8 @@ class Program(NamedTuple):
     chunk: int
     num_devices: int
     state_sharding: object
-    plan: ExecutionPlan  # the faster paths its programs take on their platform
-    network: object = None  # the user's network given from Python, for evaluation; or None
-    # the objects given from Python or chosen for them (algorithm, network, loss terms,
-    # optimizer, plan): compiled programs are reused only for the same ones
+    plan: ExecutionPlan
+    network: object = None
     given: Tuple = ()
 
 
@@ -61,31 +71,39 @@ def make_program(config: Config, chunk: Optional[int] = None, *,
                  loss_terms: Sequence[LossTerm] = (),
                  optimizer: Optional[Optimizer] = None,
                  plan: Optional[ExecutionPlan] = None) -> Program:
-    """Builds the run's functions (not yet jitted).
+    """The run's functions, mapped over members (`vmap`) and devices (`shard_map`), not yet
+    jitted.
 
-    On several devices, seeds that split evenly over them are split (each device trains its
-    share of the seeds, vmapped, with no communication); otherwise every seed's envs are
-    split, and gradients and statistics averaged over the devices.
+    On several devices, members that split evenly over them are split (each device trains
+    its share, vmapped, with no communication); otherwise every member's envs are split, and
+    gradients and statistics averaged over the devices.
 
     Args:
         config: the run's settings.
-        chunk: updates per `run` call (default: all).
+        chunk: the updates one `run` call holds room for (default: all).
         algorithm: `make_fn(config, env, env_params, *, num_envs, axis_name, network,
             loss_terms, optimizer, plan) -> Algorithm` (`purerl.algorithm`); default: what the
-            `algorithm` setting names, else `purerl.ppo.make_ppo`.
+            `algorithm` setting names, else `make_ppo`.
         network: a user's network, a flax module or a factory `(obs_shape, action_spec,
-            network_config) -> module` (`purerl.networks`); default: `network.factory` if
-            set, else purerl's.
+            network_config) -> module` whose module maps observations `[B, *obs_shape]` to
+            `(policy_out, value [B], *extras)`: logits `[B, sum(num_choices)]` or Gaussian
+            means `[B, action_dim]` (`purerl.networks`); default: `network.factory` if set,
+            else purerl's.
         loss_terms: loss terms added to PPO's after those `ppo.loss_terms` names
-            (`purerl.losses`).
-        optimizer: `HyperParams -> optax.GradientTransformation` (`purerl.learner`); default:
-            Adam after global-norm clipping.
+            (`ppo_term` states the protocol).
+        optimizer: `HyperParams -> optax.GradientTransformation` of the parameter tree
+            (`purerl.learner`); default: Adam after global-norm clipping.
         plan: the faster paths to take (`purerl.plan`); default: those of the devices'
             platform.
 
     Returns:
-        The Program. Raises ConfigError for settings that do not fit, a user's network of
-        other shapes than purerl needs, or a name in the settings that does not import.
+        The `Program`: `init`, `run` and `train` over the members `[S, ...]`, and what they
+            were built with.
+
+    Raises:
+        ConfigError: a setting does not fit (`validate`, with the device count), a user's
+            network has other shapes than purerl needs, or a `pkg.module:name` setting does
+            not import.
     """
     num_devices = jax.device_count()  # of every process (purerl.distributed)
     validate(config, num_devices)
@@ -169,6 +187,18 @@ def make_program(config: Config, chunk: Optional[int] = None, *,
 
 
 def make_train(config: Config, **given) -> Callable[[jax.Array], Tuple[RunnerState, Metrics]]:
-    """`train(key) -> (RunnerState, Metrics [S, num_updates])`: the whole run, to `jax.jit`;
-    `given`: `make_program`'s `algorithm`, `network`, `loss_terms`, `optimizer` and `plan`."""
+    """The whole run as one function of a PRNG key, to `jax.jit`.
+
+    Args:
+        config: the run's settings.
+        **given: `make_program`'s `algorithm`, `network`, `loss_terms`, `optimizer` and
+            `plan`.
+
+    Returns:
+        `train(key) -> (RunnerState, Metrics)`: the members' final states, leaves `[S, ...]`,
+            and every update's metrics, `[S, num_updates]` (S = `config.num_members`).
+
+    Raises:
+        ConfigError: as `make_program` raises it.
+    """
     return make_program(config, **given).train

@@ -23,27 +23,35 @@ CHUNKS = 50  # about this many chunks per run: the progress bar's refresh
 
 def run(config: Config, run_dir, events: Sequence[Event] = (), *,
         cache: Optional[ProgramCache] = None, **given) -> Dict:
-    """Trains `config` in `run_dir`, writing metrics.jsonl, summary.json, checkpoints/,
-    TensorBoard events and learning_curve.png there.
+    """Trains `config` in `run_dir`: what `python -m purerl.train` runs.
+
+    Compiles the programs, opens or resumes the run directory, then runs chunks of updates
+    with the events between them, and writes metrics.jsonl, summary.json, checkpoints/,
+    TensorBoard events and learning_curve.png there. It never ends the process: Ctrl-C and
+    SIGTERM / SIGUSR1 end the run after the chunk in flight and its checkpoint.
 
     Args:
-        config: the run's settings (validated by `purerl.validate`).
-        run_dir: the run directory; with `config.resume`, the run to continue.
-        events: `purerl.events.Event`s of the caller's, run between chunks after the
-            evaluation and before the log.
+        config: the run's settings (checked with `validate`).
+        run_dir: the run directory, a path; with `config.resume`, the run to continue.
+        events: `Event`s of the caller's, run between chunks after the evaluation and before
+            the log, in order.
         cache: compiled programs of earlier runs to reuse (a sweep's jobs); default: none.
-        **given: `algorithm`, `network`, `loss_terms` and `optimizer`, as
-            `purerl.make_program` takes them
-            (`purerl.load(run_dir, network=...)` then loads a network given here).
+        **given: `algorithm`, `network`, `loss_terms` and `optimizer`, as `make_program`
+            takes them (`load(run_dir, network=...)` then loads a network given here).
 
     Returns:
-        The summary (summary.json's content). `status` says how the run ended: "completed",
-        "stopped" (an event asked, `stopped_by` names it), "interrupted" (Ctrl-C) or
-        "preempted" (SIGTERM, SIGUSR1), each after the chunk in flight and its checkpoint, or
-        "nonfinite" (the NaN guard; `error` says what and where, and what was kept). The
-        function never ends the process; a setting that does not fit, or a run directory
-        that another run holds, raises ConfigError before anything compiles, and a failed
-        write raises `purerl.write_errors.WriteError` (what was written before stays valid).
+        The summary, summary.json's content as a dict. Its `status` says how the run ended:
+            "completed"; "stopped" (an event asked, `stopped_by` names it); "interrupted"
+            (Ctrl-C) or "preempted" (SIGTERM, SIGUSR1), each after the chunk in flight and its
+            checkpoint; or "nonfinite" (the NaN guard; `error` says what and where, and what
+            was kept).
+
+    Raises:
+        ConfigError: before anything compiles, when a setting does not fit (`resume` and
+            `init_from` included), a user's network has other shapes than purerl needs, a
+            `pkg.module:name` setting does not import, or another run holds `run_dir`.
+        purerl.write_errors.WriteError: a write failed (full disk, read-only or vanished
+            directory, permission); what was written before stays valid.
     """
     from purerl.run_dir import lock_run_dir
     from purerl.write_errors import writes_to

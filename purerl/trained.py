@@ -32,7 +32,24 @@ from purerl.validation import validate
 
 @dataclasses.dataclass
 class TrainedPolicy:
-    """One member (seed) of a saved run: its config, params and observation statistics."""
+    """One member (seed) of a saved run, ready to act: what `load` returns.
+
+    Observations are those the trained network read: the env's, one-hot for Discrete
+    observation spaces and stacked with `env.frame_stack`, as `env` returns them;
+    normalization with the run's statistics happens inside `act`.
+
+    Attributes:
+        config: the run's settings.
+        params: the network's parameters, one member's (no members axis).
+        obs_stats: the running observation statistics the network's input is standardized by.
+        member: which member (seed, or grid point x seed) of the run.
+        update: the update its checkpoint was saved at.
+        env: the env as the trainer stepped it, wrappers included (gymnax interface:
+            `reset`, `step`).
+        env_params: the env's params.
+        base_env: the env inside `env`'s wrappers.
+        network: the user's network the run was given from Python, or None.
+    """
 
     config: Config
     params: Any  # the network's params, one member's (no seed axis)
@@ -59,9 +76,17 @@ class TrainedPolicy:
         return self._agent.recurrent
 
     def initial_carry(self, batch: Optional[int] = None) -> Optional[jax.Array]:
-        """A recurrent policy's carry at an episode's start, zeros `[batch, carry_size]` (`[C]`
-        when `batch` is None); None for a feed-forward policy. Reset an env's row to zeros when
-        its episode ends."""
+        """A recurrent policy's carry at an episode's start.
+
+        Reset an env's row to zeros when its episode ends.
+
+        Args:
+            batch: the number of envs B, or None for a single env.
+
+        Returns:
+            Zeros `[B, carry_size]` (`[carry_size]` when `batch` is None); None for a
+                feed-forward policy.
+        """
         if not self.recurrent:
             return None
         carry = self._agent.network.initial_carry((1 if batch is None else batch,))
@@ -76,10 +101,26 @@ class TrainedPolicy:
 
     def act(self, obs, carry=None, key: Optional[jax.Array] = None,
             temperature: float = 0.0) -> Tuple[jax.Array, Optional[jax.Array]]:
-        """The env's action for `obs` (one `[*obs_shape]` or a batch `[B, *obs_shape]`) and
-        the carry after it (None for a feed-forward policy). `carry`: what the previous call
-        returned, None at an episode's start. `temperature` 0.0 takes the most likely action;
-        above 0 samples, with `key`."""
+        """The env's action for an observation or a batch of them, and the carry after it.
+
+        Args:
+            obs: one observation `[*obs_shape]` or a batch `[B, *obs_shape]`, as `env`
+                returns them (not normalized).
+            carry: a recurrent policy's carry, `[carry_size]` or `[B, carry_size]`: what the
+                previous call returned; None at an episode's start (and for a feed-forward
+                policy).
+            key: a PRNG key, needed when `temperature` > 0.
+            temperature: 0.0 takes the most likely action (the mode); above 0 samples, with
+                logits / temperature (categorical) or std x temperature (Gaussian).
+
+        Returns:
+            The tuple `(action, carry)`: the env's action, `[*action_shape]` or
+                `[B, *action_shape]`, and the carry after it (None for a feed-forward
+                policy).
+
+        Raises:
+            ValueError: `obs` has neither shape, or `temperature` > 0 without `key`.
+        """
         obs = jnp.asarray(obs)
         single = obs.shape == self.obs_shape
         if not single and obs.shape[1:] != self.obs_shape:
@@ -104,9 +145,21 @@ class TrainedPolicy:
 
     def evaluate(self, episodes: int = 16, temperatures: Optional[Sequence[float]] = None,
                  max_steps: Optional[int] = None, seed: int = 0) -> Dict[str, Dict[str, float]]:
-        """`episodes` episodes per temperature (default: the run's `eval.temperatures`) on
-        fresh envs, each at most `max_steps` steps (default: the run's `eval.max_steps`):
-        `{temperature: {"return": mean, "length": mean}}`."""
+        """The policy's mean return and episode length on fresh envs.
+
+        Args:
+            episodes: episodes per temperature, played in parallel.
+            temperatures: the sampling temperatures (default: the run's `eval.temperatures`).
+            max_steps: steps per episode at most (default: the run's `eval.max_steps`).
+            seed: the seed of the envs' and the actions' randomness.
+
+        Returns:
+            `{temperature: {"return": mean, "length": mean}}`, the temperature as a string
+                ("1.0").
+
+        Raises:
+            ConfigError: `episodes`, `temperatures` or `max_steps` is not a valid setting.
+        """
         config = validate(with_evaluation(self.config, episodes, temperatures, max_steps), None)
         evaluator = make_evaluator(self._agent, self.env_params, config.eval)
         result = jax.jit(evaluator.evaluate)(self.params, self.obs_stats, jax.random.key(seed))
@@ -141,19 +194,22 @@ def checked_member(saved, run_dir, member: Optional[int], setting: str = "member
 
 def load(run_dir, checkpoint: str = "final", member: Optional[int] = None,
          network=None) -> TrainedPolicy:
-    """The policy of a run directory's `final` (newest) or `best` checkpoint.
+    """The policy of one member of a run directory's `final` (newest) or `best` checkpoint.
 
     Args:
-        run_dir: the run directory.
-        checkpoint: "final" (the newest) or "best".
+        run_dir: the run directory, a path.
+        checkpoint: "final" (the newest intact one) or "best" (`checkpoint.best`).
         member: which member of a multi-seed run or sweep (default: the one with the best
             final return).
         network: the network the run was given from Python (`make_program(config,
             network=...)`), if it was; a `network.factory` of the run's config is imported.
 
     Returns:
-        The TrainedPolicy. Raises ConfigError (a ValueError) for a directory without
-        checkpoints, a member out of range, or a checkpoint another network wrote.
+        The `TrainedPolicy`, with `act` and `evaluate`.
+
+    Raises:
+        ConfigError: the directory has no intact checkpoint, `member` is out of range, or
+            the checkpoint was written with another network than the one given.
     """
     saved = restore_run(Path(run_dir), checkpoint, network=network)
     member = checked_member(saved, run_dir, member)

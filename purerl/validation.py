@@ -27,9 +27,20 @@ from purerl.config import (
 
 
 def validate(config: Config, num_devices: Optional[int] = 1) -> Config:
-    """Checks every setting and derived size on `num_devices` devices; raises ConfigError with a
-    one-line message. `num_devices=None` leaves out the checks that need the device count
-    (`check_devices`), so that the command line checks everything else before it imports JAX.
+    """Checks every setting of `config` and the sizes derived from it, without importing JAX.
+
+    Args:
+        config: the settings to check.
+        num_devices: the devices the run is mapped over: the envs, and each device's share of
+            the batch, must divide over those its members' envs are split over. None leaves
+            out the checks that need the device count (`check_devices`), so that the command
+            line checks everything else before it imports JAX.
+
+    Returns:
+        `config` itself, unchanged.
+
+    Raises:
+        ConfigError: the first setting that does not fit, in one line naming it and its value.
     """
     env, ppo = config.env, config.ppo
     if not env.name:
