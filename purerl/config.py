@@ -121,9 +121,14 @@ class PPOConfig:
 class NetworkConfig:
     hidden_sizes: List[int] = field(default_factory=lambda: [64, 64])
     activation: str = "tanh"
-    shared: bool = False  # true: one trunk with policy and value heads; false: two towers
-    # A CNN torso (images) when non-empty: one entry per convolution in each of the four lists
-    conv_channels: List[int] = field(default_factory=list)  # output channels
+    # true: one trunk with policy and value heads; false: two towers (an MLP pair runs as one
+    # batched MLP)
+    shared: bool = False
+    # output channels; non-empty: a CNN torso (images), with one entry per convolution in each
+    # conv_ list, e.g. conv_channels=[32,64] conv_kernels=[4,3] conv_strides=[2,1]
+    # conv_padding=[VALID,VALID]; convolutions that do not fit the env's images are a config
+    # error
+    conv_channels: List[int] = field(default_factory=list)
     conv_kernels: List[int] = field(default_factory=list)  # square kernel sizes
     conv_strides: List[int] = field(default_factory=list)  # strides
     conv_padding: List[str] = field(default_factory=list)  # SAME or VALID (CONV_PADDINGS)
