@@ -10,6 +10,7 @@ Each preset runs as `python -m purerl.train +env=<preset>` in a run directory un
 `benchmarks/results/learning.json` (entries of presets not run this time are kept), its learning
 curve is plotted to `benchmarks/results/learning/<preset>.png`, all curves at hand to
 `benchmarks/results/learning.png`, and the table is printed as markdown for the README.
+`--plot-only` redraws those PNGs from the run directories kept there, training nothing.
 
 `--memory` runs each of `MEMORY_PRESETS` twice, with `network=mlp` and with `network=gru` (the
 preset's other settings kept, 2 seeds vmapped, `num_seeds=2`), into
@@ -30,6 +31,11 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.ticker import EngFormatter  # noqa: E402
+
+from purerl.logging.plots import plot_seeds, smoothing_window  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "benchmarks" / "results"
@@ -61,19 +67,34 @@ def run_preset(preset: str, run_dir: Path, *overrides: str) -> dict:
     return {**summary, "wall_s": round(wall_s, 1)}
 
 
-def plot_curve(preset: str, run_dir: Path, path: Path) -> None:
+def read_curve(run_dir: Path) -> tuple[np.ndarray, np.ndarray]:
+    """A run's metrics.jsonl as `([U] env steps, [U] episode return)`, NaN where none ended."""
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    rows = [r for r in rows if r["episode_return"] is not None]
-    fig, ax = plt.subplots(figsize=(5, 3.2))
-    ax.plot([r["env_steps"] for r in rows], [r["episode_return"] for r in rows], lw=1)
+    return (np.array([r["env_steps"] for r in rows], dtype=float),
+            np.array([np.nan if r["episode_return"] is None else r["episode_return"]
+                      for r in rows], dtype=float))
+
+
+def draw_curve(ax, preset: str, run_dir: Path) -> None:
+    """The run's return per logged update faint, its moving mean thick, the preset's target
+    dashed."""
+    steps, returns = read_curve(run_dir)
+    window = smoothing_window(steps.size)
+    plot_seeds(ax, steps, returns[None], window, "C0", f"mean over {window} updates")
     if preset in TARGETS:
         ax.axhline(TARGETS[preset], color="gray", ls="--", lw=0.8, label="target")
-        ax.legend(loc="lower right")
+    ax.xaxis.set_major_formatter(EngFormatter())
+    ax.grid(alpha=0.3)
+
+
+def plot_curve(preset: str, run_dir: Path, path: Path) -> None:
+    fig, ax = plt.subplots(figsize=(5, 3.6), layout="constrained")
+    draw_curve(ax, preset, run_dir)
+    ax.plot([], [], color="C0", lw=0.8, alpha=0.4, label="per update")
     ax.set_xlabel("env steps")
     ax.set_ylabel("episode return")
     ax.set_title(f"+env={preset}")
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
+    fig.legend(loc="outside lower center", ncols=3, fontsize="small")
     fig.savefig(path, dpi=100)
     plt.close(fig)
 
@@ -83,22 +104,21 @@ def plot_grid(presets: list[str], runs: Path, path: Path) -> None:
     presets = [p for p in presets if (runs / p / "metrics.jsonl").exists()]
     cols = 5
     rows = -(-len(presets) // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.4 * rows), squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.4 * rows + 0.5), squeeze=False,
+                             layout="constrained")
     for ax, preset in zip(axes.flat, presets):
-        lines = (runs / preset / "metrics.jsonl").read_text().splitlines()
-        points = [(r["env_steps"], r["episode_return"]) for r in map(json.loads, lines)
-                  if r["episode_return"] is not None]
-        ax.plot(*zip(*points), lw=0.8)
-        if preset in TARGETS:
-            ax.axhline(TARGETS[preset], color="gray", ls="--", lw=0.8)
+        draw_curve(ax, preset, runs / preset)
         ax.set_title(preset, fontsize=9)
         ax.tick_params(labelsize=7)
-        ax.grid(alpha=0.3)
     for ax in list(axes.flat)[len(presets):]:
         ax.axis("off")
     fig.supxlabel("env steps")
     fig.supylabel("episode return")
-    fig.tight_layout()
+    fig.legend(handles=[Line2D([], [], color="C0", lw=0.8, alpha=0.4, label="per update"),
+                        Line2D([], [], color="C0", lw=2.0,
+                               label="mean over a twentieth of the run"),
+                        Line2D([], [], color="gray", ls="--", lw=0.8, label="target")],
+               loc="outside upper center", ncols=3)
     fig.savefig(path, dpi=90)
     plt.close(fig)
 
@@ -149,17 +169,33 @@ def run_memory(presets: list[str]) -> None:
     print(memory_table(results))
 
 
+def replot(presets: list[str], curves: Path) -> None:
+    """Redraws each preset's PNG and learning.png from the runs under `curves/runs` (the
+    curves are not in learning.json)."""
+    runs = curves / "runs"
+    kept = [p for p in presets if (runs / p / "metrics.jsonl").exists()]
+    for preset in kept:
+        plot_curve(preset, runs / preset, curves / f"{preset}.png")
+    if kept:
+        plot_grid(all_presets(), runs, RESULTS / "learning.png")
+    print(f"redrew {len(kept)} of {len(presets)} presets from {runs}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("presets", nargs="*",
                         help="presets to run (default: all; with --memory, MEMORY_PRESETS)")
     parser.add_argument("--memory", action="store_true",
                         help="the memory presets with network=mlp and network=gru")
+    parser.add_argument("--plot-only", action="store_true",
+                        help="redraw the PNGs from the run directories kept, training nothing")
     args = parser.parse_args()
     if args.memory:
         return run_memory(args.presets or MEMORY_PRESETS)
     presets = args.presets or all_presets()
     curves = RESULTS / "learning"
+    if args.plot_only:
+        return replot(presets, curves)
     curves.mkdir(parents=True, exist_ok=True)
     results_path = RESULTS / "learning.json"
     results = json.loads(results_path.read_text()) if results_path.exists() else {}

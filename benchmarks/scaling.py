@@ -4,6 +4,7 @@ JAX's distributed runtime.
 
     python benchmarks/scaling.py                           # CPU: forced devices and processes
     python benchmarks/scaling.py --modes devices --counts 1 2 4 8 --out results/scaling_gpu.json
+    python benchmarks/scaling.py --plot-only                # redraw the PNG from the JSON
 
 Each point runs in fresh processes (the device count of a process is fixed when JAX starts):
 `devices` gives one process N devices (forced CPU devices on a CPU, the first N of
@@ -161,12 +162,14 @@ def markdown(rows: list[dict]) -> str:
 
 
 def plot(rows: list[dict], path: Path) -> None:
+    """Training steps/s against devices, a panel per scaling, a line per mode and the ideal
+    line from the first mode's single device; one legend below the panels."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.4), layout="constrained")
     for ax, scaling in zip(axes, SCALINGS):
         for mode in sorted({r["mode"] for r in rows}):
             points = sorted((r["devices"], r["train_sps"]) for r in rows
@@ -177,14 +180,14 @@ def plot(rows: list[dict], path: Path) -> None:
             ax.plot(counts, sps, marker="o", label=mode)
             if mode == rows[0]["mode"]:
                 ax.plot(counts, [sps[0] * c / counts[0] for c in counts], ls="--", color="grey",
-                        label=f"ideal (from 1 of {mode})")
+                        label=f"ideal (linear from 1 of {mode})")
         ax.set(title=f"{scaling} scaling", xlabel="devices", ylabel="training env steps/s",
                xscale="log", yscale="log")
         ax.set_xticks(sorted({r["devices"] for r in rows}))
         ax.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
         ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-        ax.legend()
-    fig.tight_layout()
+        ax.grid(True, which="major", alpha=0.3)
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncols=3)
     fig.savefig(path, dpi=100)
     plt.close(fig)
 
@@ -207,7 +210,11 @@ def main() -> None:
     parser.add_argument("--platform", default="cpu", choices=["cpu", "gpu"])
     parser.add_argument("--timeout", type=float, default=1800)
     parser.add_argument("--out", type=Path, default=RESULTS / "scaling.json")
+    parser.add_argument("--plot-only", action="store_true",
+                        help="redraw the PNG from the JSON at --out, measuring nothing")
     args = parser.parse_args()
+    if args.plot_only:
+        return plot(json.loads(args.out.read_text())["rows"], args.out.with_suffix(".png"))
     if args.worker:
         return worker(args)
     rows = []

@@ -2,6 +2,7 @@
 
     python benchmarks/throughput.py                      # num_envs 4, 64, 1024 on CartPole-v1
     python benchmarks/throughput.py --num-envs 4096 16384 --out results/throughput_gpu.json
+    python benchmarks/throughput.py --plot-only          # redraw the PNG from the JSON
 
 For each num_envs: compile time of the whole-run program (cold: the best of two compiles, each
 into an empty cache; and again from JAX's persistent compilation cache, as a second run of the
@@ -148,6 +149,8 @@ def measure(env_name: str, num_envs: int, timesteps: int, min_updates: int, repe
 
 
 def plot(result: dict, path: Path) -> None:
+    """Raw stepping and training steps/s against num_envs, each training point annotated with
+    its share of raw stepping; the legend below the axes."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -155,18 +158,22 @@ def plot(result: dict, path: Path) -> None:
 
     rows = result["rows"]
     envs = [r["num_envs"] for r in rows]
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, ax = plt.subplots(figsize=(6, 4.4), layout="constrained")
     ax.plot(envs, [r["raw_env_sps"] for r in rows], "o--", label="raw gymnax stepping")
-    ax.plot(envs, [r["train_sps"] for r in rows], "o-", label="purerl PPO training")
+    ax.plot(envs, [r["train_sps"] for r in rows], "o-",
+            label="purerl PPO training (its share of raw stepping)")
     for r in rows:
         ax.annotate(f"{r['ratio']:.2f}x", (r["num_envs"], r["train_sps"]),
-                    textcoords="offset points", xytext=(4, -12), fontsize=8)
+                    textcoords="offset points", xytext=(0, 7), ha="center", fontsize=8)
     ax.set(xscale="log", yscale="log", xlabel="num_envs", ylabel="env steps / s",
            title=f"{result['env']} on {result['device']}")
-    ax.legend()
+    ax.set_xticks(envs, [str(n) for n in envs])
+    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+    ax.margins(x=0.08)
     ax.grid(True, which="both", alpha=0.3)
-    fig.tight_layout()
+    fig.legend(loc="outside lower center", ncols=2, fontsize="small")
     fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 def main() -> None:
@@ -177,7 +184,11 @@ def main() -> None:
     parser.add_argument("--min-updates", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--out", type=Path, default=RESULTS / "throughput.json")
+    parser.add_argument("--plot-only", action="store_true",
+                        help="redraw the PNG from the JSON at --out, measuring nothing")
     args = parser.parse_args()
+    if args.plot_only:
+        return plot(json.loads(args.out.read_text()), args.out.with_suffix(".png"))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     cache_root = tempfile.mkdtemp(prefix="purerl_xla_cache_")
 

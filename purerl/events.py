@@ -400,10 +400,15 @@ def plot_learning_curve(run: Run) -> None:
     from purerl.sweep import is_sweep, point_labels
 
     history, config = run.history, run.config
+    returns = history.returns()
+    if config.pbt.every:  # members change hyperparameters: a curve per member, as in pbt.png
+        groups = [f"member {m}" for m in range(returns.shape[0])]
+    else:
+        groups = point_labels(config) if is_sweep(config) else None
     plots.plot_learning_curve(run.run_dir / "learning_curve.png",
                               np.arange(1, history.num_updates + 1) * config.batch_size,
-                              history.returns(), history.eval_points(), title=config.env.name,
-                              groups=point_labels(config) if is_sweep(config) else None)
+                              returns, history.eval_points(), title=config.env.name,
+                              groups=groups)
 
 
 class StopSignal(Event):

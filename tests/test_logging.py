@@ -9,7 +9,13 @@ import numpy as np
 import pytest
 
 from purerl.logging.history import RunHistory
-from purerl.logging.plots import plot_learning_curve
+from purerl.logging.plots import (
+    learning_curve_figure,
+    pbt_figure,
+    plot_learning_curve,
+    smooth,
+    smoothing_window,
+)
 from purerl.logging.progress import EARLIER_NOTE, ProgressBar, progress_line
 from purerl.logging.sinks import TensorBoardSink
 
@@ -104,6 +110,59 @@ def test_plot_learning_curve_all_nan(tmp_path, num_seeds):
     path = tmp_path / "curve.png"
     plot_learning_curve(path, np.arange(1, 6) * 100, np.full((num_seeds, 5), np.nan), {})
     _assert_png(path)
+
+
+def test_smooth_is_a_trailing_mean_that_skips_nan():
+    nan = np.nan
+    y = np.array([[1.0, nan, 3.0, 5.0, nan, nan, nan],
+                  [nan, nan, 2.0, 4.0, 6.0, 8.0, 10.0]])
+    expected = np.array([[1.0, 1.0, 3.0, 4.0, 5.0, nan, nan],  # window 2: u-1 and u
+                         [nan, nan, 2.0, 3.0, 5.0, 7.0, 9.0]])
+    np.testing.assert_allclose(smooth(y, 2), expected)
+    np.testing.assert_allclose(smooth(y[0], 3), [1.0, 1.0, 2.0, 4.0, 4.0, 5.0, nan])
+    np.testing.assert_array_equal(smooth(y, 1), y)
+    assert [smoothing_window(n) for n in (1, 19, 40, 1000)] == [1, 1, 2, 50]
+
+
+def _inside(inner, outer):
+    return (inner.x0 >= outer.x0 and inner.x1 <= outer.x1 and inner.y0 >= outer.y0
+            and inner.y1 <= outer.y1)
+
+
+def test_learning_curve_legend_and_title_leave_the_curves_visible():
+    env_steps = np.arange(1, 101) * 512
+    returns = np.linspace(0.0, 500.0, 100)[None] + np.zeros((12, 1))  # a curve across the axes
+    evals = {"1.0": [(51200, 250.0)], "0.0": [(51200, 250.0)]}
+    groups = [f"lr={lr} ent_coef={e}" for lr in (1e-3, 2.5e-4, 1e-4) for e in (0.0, 0.01)]
+    fig = learning_curve_figure(env_steps, returns, evals, title="Reacher-misc " * 12,
+                                groups=groups)
+    fig.draw_without_rendering()
+    ax = fig.axes[0]
+    legend, frame, title = ax.get_legend(), ax.get_window_extent(), fig.get_suptitle()
+    assert legend.get_window_extent().x0 >= frame.x1  # right of the axes, not over a curve
+    assert _inside(legend.get_window_extent(), fig.bbox)
+    assert _inside(fig._suptitle.get_window_extent(), fig.bbox) and "\n" in title
+    labels = [text.get_text() for text in legend.get_texts()]
+    assert labels[:6] == groups and labels[-2:] == ["eval T=1.0", "eval T=0.0"]
+    filled, hollow = (line for line in ax.lines if line.get_linestyle() == "None")
+    assert filled.get_marker() != hollow.get_marker()  # equal values: both stay visible
+    assert hollow.get_markerfacecolor() == "none"
+    assert hollow.get_markersize() > filled.get_markersize()
+
+
+def test_pbt_figure_labels_members_not_their_first_values():
+    rows = [{"update": 10 * g, "hparams": {"lr": [1e-3 * (g + m) for m in range(3)],
+                                           "ent_coef": [0.01 * g, 0.0, 0.02]}}
+            for g in range(1, 4)]
+    fig = pbt_figure(rows, ["lr", "ent_coef"], title="CartPole-v1 " * 6)
+    fig.draw_without_rendering()
+    legend = fig.axes[-1].get_legend()
+    assert [text.get_text() for text in legend.get_texts()] == ["member 0", "member 1",
+                                                                 "member 2"]
+    assert all(legend.get_window_extent().x0 >= ax.get_window_extent().x1 for ax in fig.axes)
+    assert _inside(legend.get_window_extent(), fig.bbox)
+    assert _inside(fig._suptitle.get_window_extent(), fig.bbox)
+    np.testing.assert_allclose(fig.axes[0].lines[1].get_ydata(), [2e-3, 3e-3, 4e-3])
 
 
 def test_progress_bar_disabled_does_nothing(capsys):
