@@ -1,74 +1,122 @@
 #!/usr/bin/env bash
 # purerl's benchmarks on a lent GPU machine, prepared here and run there in one call.
 #
-#   bash benchmarks/gpu.sh fetch   # here, with PyPI: wheels the GPU image lacks -> .whl/ and
-#                                  # .peer-whl/, a PureJaxRL checkout -> .peer/purejaxrl
-#   bash benchmarks/gpu.sh run     # there (device tool, carry: .whl .peer-whl .peer): installs
-#                                  # the wheels, then writes JSON under $OUT (default results/gpu)
+#   bash benchmarks/gpu.sh fetch [CHECKOUT]  # here, with PyPI: wheels the GPU image lacks -> .whl/
+#                                            # and .peer-whl/; PureJaxRL's purejaxrl/ from CHECKOUT
+#                                            # (default ../purejaxrl), run lean -> .peer/purejaxrl
+#   bash benchmarks/gpu.sh run               # there (device tool, carry: .whl .peer-whl .peer):
+#                                            # installs the wheels, writes JSON under $OUT
+#   SIZES=tiny bash benchmarks/gpu.sh run    # the same stages at CPU sizes, to check it here
 #
-# The GPU image (Python 3.12) has jax with CUDA, flax, optax, chex, orbax, matplotlib and tqdm;
-# it lacks gymnax, Hydra and tensorboardX for purerl, and gymnax 0.0.9, distrax (with
-# tensorflow-probability), brax and navix for PureJaxRL's ppo.py, which live in a target of
-# their own since the two gymnax versions conflict. `run` measures, each in its own process:
-# throughput.py at 4096-65536 envs; the whole-run program of both sides taking turns
-# (peer_driver.py) at 4096-65536 envs and 8-64 vmapped seeds; memory.py at 4096 and 16384 envs.
-# Not yet run: no GPU has been lent to a purerl task since this script was written.
+# The GPU image (Python 3.12, jax 0.11 with CUDA) has matplotlib, tqdm and orbax's needs; it
+# lacks gymnax, Hydra and tensorboardX, and purerl's flax, optax, chex and orbax-checkpoint are
+# pinned to the versions its CPU suite runs with. PureJaxRL's ppo.py needs gymnax 0.0.9 and
+# distrax (with tensorflow-probability), which conflict with purerl's gymnax: they install into
+# a target of their own. PureJaxRL runs lean, as peers.py's lean rows do: `DEBUG: False` and its
+# wrappers.py's brax and navix imports left out (the CartPole program does not use them).
+# `run` measures, each stage in its own processes under a time limit:
+#  1. the whole-run training program of both sides, taking turns (peer_driver.py: compile and
+#     training timed apart), at 4096 and 65536 envs and 16 vmapped seeds of 512 envs;
+#  2. throughput.py: purerl's training against its raw env loop at 4096 and 65536 envs;
+#  3. memory.py: XLA's accounting of a Breakout-MinAtar update at 4096 and 16384 envs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PLATFORMS=(--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64
            --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64
            --platform manylinux1_x86_64 --platform any)
-PURERL_WHEELS=(gymnax==1.0.1 hydra-core==1.3.8 omegaconf==2.3.1 tensorboardX==2.6.5 six==1.17.0)
+PURERL_WHEELS=(gymnax==1.0.1 hydra-core==1.3.8 omegaconf==2.3.1 tensorboardX==2.6.5 six==1.17.0
+               flax==0.12.8 optax==0.2.8 chex==0.1.92 orbax-checkpoint==0.12.8
+               gymnasium==1.4.0 farama-notifications==0.0.6)
 SOURCE_ONLY=(antlr4-python3-runtime==4.9.3)  # pure Python, published as a source archive only
-# What PureJaxRL's ppo.py imports beyond the image (its wrappers.py imports brax and navix), at
-# the versions of the CPU peer venv of benchmarks/README.md.
+# What lean PureJaxRL's ppo.py imports beyond the image, at the CPU peer venv's versions.
 PEER_WHEELS=(gymnax==0.0.9 distrax==0.1.9 tfp-nightly==0.26.0.dev20261027 dm-tree==0.1.10
-             decorator==5.3.1 gast==0.7.0 brax==0.14.2 mujoco==4.0.0 mujoco-core==4.0.0
-             mujoco-mjx==3.17.0 trimesh==5.2.0 dm-env==1.6 ml-collections==1.1.0 jaxopt==0.8.5
-             navix==0.7.4 gymnasium==1.4.0 farama-notifications==0.0.6 tensorboardX==2.6.5)
+             decorator==5.3.1 gast==0.7.0 gymnasium==1.4.0 farama-notifications==0.0.6)
 
 fetch() {
+  local checkout=${1:-../purejaxrl}
   for target in .whl .peer-whl .peer; do
     grep -qx "/$target/" .git/info/exclude 2>/dev/null || echo "/$target/" >> .git/info/exclude
   done
-  local pip=(python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12
+  if [ ! -f "$checkout/purejaxrl/ppo.py" ]; then
+    echo "gpu.sh: no PureJaxRL at $checkout: git clone https://github.com/luchris429/purejaxrl" >&2
+    exit 1
+  fi
+  local pip=(python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12
              --implementation cp "${PLATFORMS[@]}")
+  rm -rf .whl .peer-whl .peer
   "${pip[@]}" -d .whl "${PURERL_WHEELS[@]}"
   python3 -m pip wheel -q --no-deps -w .whl "${SOURCE_ONLY[@]}"
   "${pip[@]}" -d .peer-whl "${PEER_WHEELS[@]}"
-  if [ ! -d .peer/purejaxrl ]; then
-    echo "gpu.sh: clone https://github.com/luchris429/purejaxrl into .peer/purejaxrl" >&2
+  mkdir -p .peer/purejaxrl
+  cp "$checkout"/purejaxrl/{ppo.py,wrappers.py} .peer/purejaxrl/
+  sed -i 's/"DEBUG": True/"DEBUG": False/' .peer/purejaxrl/ppo.py
+  sed -i -e 's/^from brax import envs$/envs = None/' \
+         -e 's/^from brax\.envs\.wrappers\.training import .*/EpisodeWrapper = AutoResetWrapper = object/' \
+         -e 's/^import navix as nx$/nx = None/' .peer/purejaxrl/wrappers.py
+  if grep -qE '^(from brax|import navix)' .peer/purejaxrl/wrappers.py; then
+    echo "gpu.sh: wrappers.py's brax/navix imports changed; update the lean edit" >&2
     exit 1
   fi
   du -sh .whl .peer-whl .peer
 }
 
-run() {
-  local out=${OUT:-benchmarks/results/gpu}
-  mkdir -p "$out"
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/peer-site \
-    .peer-whl/*.whl
-  export PYTHONPATH="$PWD:/tmp/site" PYTHONUNBUFFERED=1
-  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$out/gpu.csv"
-  python3 benchmarks/throughput.py --num-envs 4096 16384 65536 --timesteps 50_000_000 \
-    --repeats 3 --out "$out/throughput.json" 2>&1 | tee "$out/throughput.log"
-  local programs='[{"num_envs": 4096, "total_timesteps": 50000000, "num_seeds": 1},
-                   {"num_envs": 65536, "total_timesteps": 200000000, "num_seeds": 1},
-                   {"num_envs": 4, "total_timesteps": 1000000, "num_seeds": 8},
-                   {"num_envs": 4, "total_timesteps": 1000000, "num_seeds": 64}]'
-  for turn in 1 2; do
+# stage NAME SECONDS COMMAND...: one stage under its time limit, logged to $out/NAME.log; a stage
+# that fails or runs out of time is reported and the next one runs.
+stage() {
+  local name=$1 limit=$2
+  shift 2
+  echo "== $name (limit ${limit}s): $*"
+  local start=$SECONDS
+  if timeout "$limit" "$@" > "$out/$name.log" 2>&1; then
+    echo "   done in $((SECONDS - start))s"
+  else
+    echo "   FAILED (exit $?) after $((SECONDS - start))s; last lines:"
+    tail -5 "$out/$name.log"
+  fi
+}
+
+peer_turns() {
+  local programs=$1 turns=$2
+  for turn in $(seq "$turns"); do
     python3 benchmarks/peer_driver.py purerl "$programs" "$out/purerl_$turn.json"
     PYTHONPATH="/tmp/peer-site" python3 benchmarks/peer_driver.py purejaxrl "$programs" \
-      "$out/purejaxrl_$turn.json" --purejaxrl .peer/purejaxrl
-  done 2>&1 | tee "$out/peers.log"
-  python3 benchmarks/memory.py --num-envs 4096 16384 --out "$out/memory.json" \
-    2>&1 | tee "$out/memory.log"
+      "$out/purejaxrl_$turn.json" --purejaxrl .peer
+  done
+}
+
+run() {
+  out=${OUT:-benchmarks/results/gpu}
+  mkdir -p "$out"
+  python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site \
+    .whl/*.whl
+  python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/peer-site \
+    .peer-whl/*.whl
+  export PYTHONPATH="$PWD:/tmp/site" PYTHONUNBUFFERED=1
+  if [ "${SIZES:-gpu}" = tiny ]; then
+    local programs='[{"num_envs": 64, "total_timesteps": 200000, "num_seeds": 1},
+                     {"num_envs": 16, "total_timesteps": 50000, "num_seeds": 4}]'
+    local envs=(64 256) timesteps=500_000 memory_envs=(64) turns=1
+  else
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$out/gpu.csv"
+    local programs='[{"num_envs": 4096, "total_timesteps": 50000000, "num_seeds": 1},
+                     {"num_envs": 65536, "total_timesteps": 200000000, "num_seeds": 1},
+                     {"num_envs": 512, "total_timesteps": 10000000, "num_seeds": 16}]'
+    local envs=(4096 65536) timesteps=50_000_000 memory_envs=(4096 16384) turns=2
+  fi
+  python3 -c "import jax, flax, gymnax; print('jax', jax.__version__, jax.devices(), 'flax',
+              flax.__version__)" | tee "$out/versions.txt"
+  export -f peer_turns
+  export out
+  stage peers 300 bash -c 'peer_turns "$0" "$1"' "$programs" "$turns"
+  stage throughput 120 python3 benchmarks/throughput.py --num-envs "${envs[@]}" \
+    --timesteps "$timesteps" --repeats 2 --out "$out/throughput.json"
+  stage memory 60 python3 benchmarks/memory.py --num-envs "${memory_envs[@]}" \
+    --out "$out/memory.json"
 }
 
 case "${1:-}" in
-  fetch) fetch ;;
+  fetch) shift; fetch "$@" ;;
   run) run ;;
-  *) echo "usage: bash benchmarks/gpu.sh fetch|run" >&2; exit 2 ;;
+  *) echo "usage: bash benchmarks/gpu.sh fetch [CHECKOUT] | run" >&2; exit 2 ;;
 esac

@@ -199,7 +199,9 @@ def main() -> None:
         program = (purerl_program(*settings) if args.side == "purerl"
                    else purejaxrl_program(args.purejaxrl, *settings))
         results.append(dict(spec, **measure(*program)))
-    args.out.write_text(json.dumps(results, indent=2) + "\n")
+        print(json.dumps(results[-1]), flush=True)
+        # Written after each program, so a run stopped at its time limit keeps what it measured.
+        args.out.write_text(json.dumps(results, indent=2) + "\n")
 
 
 if __name__ == "__main__":
