@@ -1,6 +1,6 @@
 """Learning benchmark: every preset at its default budget, through the real command line.
 
-    python benchmarks/learning.py                 # all presets in conf/env/ (but `gymnax`)
+    python benchmarks/learning.py                 # every gymnax preset in conf/env/
     python benchmarks/learning.py pendulum acrobot
     python benchmarks/learning.py --memory        # memory envs: feed-forward against GRU
     python benchmarks/learning.py --memory pointrobot-misc
@@ -46,7 +46,12 @@ MEMORY_NETWORKS = ["mlp", "gru"]
 
 
 def all_presets() -> list[str]:
-    return sorted(p.stem for p in (REPO / "conf" / "env").glob("*.yaml") if p.stem != "gymnax")
+    """The gymnax presets of `conf/env/` (the other suites' presets, whose env names carry a
+    `suite/` prefix and need extras, are `suites.py`'s)."""
+    from omegaconf import OmegaConf
+
+    return sorted(p.stem for p in (REPO / "conf" / "env").glob("*.yaml")
+                  if p.stem != "gymnax" and "/" not in OmegaConf.load(p).env.name)
 
 
 def run_preset(preset: str, run_dir: Path, *overrides: str) -> dict:
