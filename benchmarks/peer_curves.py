@@ -1,0 +1,143 @@
+"""What the peer drivers read from a learning curve and from their own process, in plain Python.
+
+Every driver (`peer_rejax.py`, `peer_sb3.py`) runs under its own side's Python, a venv where
+purerl may not be installed, and imports this file from its folder; it imports nothing beyond
+the standard library, so the tests read it too.
+
+A curve is two equal-length sequences: the env steps (of one seed) at each point and the
+training return logged there (a mean over the seeds where several ran). Time to a return is the
+wall time from the process's start until the curve first reaches the threshold: the process's
+start-up and its compile (for a compiled whole-run program) before training, and the share of
+the training time that the steps up to that point took, training being at a steady rate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import resource
+import time
+from pathlib import Path
+
+# The return that counts as solved, per env (issue 31's thresholds).
+THRESHOLDS = {"CartPole-v1": 475.0, "Breakout-MinAtar": 10.0}
+# The environment variable in which `peers.py` hands a driver the wall time (seconds since the
+# epoch) at which it launched the driver's process.
+LAUNCHED_AT = "PEERS_LAUNCHED_AT"
+
+
+def launched_at(fallback: float) -> float:
+    """When this process was launched: `peers.py`'s stamp, else `fallback` (a driver's own
+    stamp at the top of its file, which misses the interpreter's start of some 20-50 ms).
+
+    Args:
+        fallback: seconds since the epoch to use when no stamp was handed down.
+
+    Returns:
+        Seconds since the epoch.
+    """
+    stamp = os.environ.get(LAUNCHED_AT)
+    return float(stamp) if stamp else fallback
+
+
+def seconds_since(start: float) -> float:
+    """Wall seconds from `start` (seconds since the epoch) until now, rounded to ms."""
+    return round(time.time() - start, 3)
+
+
+def reach_index(returns, threshold: float) -> int | None:
+    """The index of the curve's first point whose return is at least `threshold`.
+
+    Args:
+        returns: the return at each point; NaN or None (no episode ended there) never reaches.
+        threshold: the return to reach.
+
+    Returns:
+        That index, or None when no point reaches the threshold.
+    """
+    for index, value in enumerate(returns):
+        if value is not None and not math.isnan(value) and value >= threshold:
+            return index
+    return None
+
+
+def first_reach(steps, returns, threshold: float) -> int | None:
+    """The env steps at the curve's first point whose return is at least `threshold`.
+
+    Args:
+        steps: env steps at each point, increasing.
+        returns: the return at each point, as `reach_index` reads them.
+        threshold: the return to reach.
+
+    Returns:
+        Those steps, or None when no point reaches the threshold.
+    """
+    index = reach_index(returns, threshold)
+    return None if index is None else int(steps[index])
+
+
+def time_to_return(steps, returns, threshold: float, *, before_train_s: float,
+                   train_s: float, total_steps: int) -> float | None:
+    """Wall seconds from the process's start until the curve first reaches `threshold`.
+
+    Args:
+        steps: env steps at each point of the curve.
+        returns: the return at each point.
+        threshold: the return to reach.
+        before_train_s: seconds from the process's start until training began (start-up,
+            imports, compile).
+        train_s: seconds the whole training took.
+        total_steps: env steps the whole training took (of one seed, as `steps` counts).
+
+    Returns:
+        Seconds, or None when the curve never reaches the threshold.
+    """
+    reached = first_reach(steps, returns, threshold)
+    if reached is None:
+        return None
+    return round(before_train_s + train_s * min(1.0, reached / total_steps), 3)
+
+
+def tail_mean(values, fraction: float = 0.05) -> float | None:
+    """The mean of the last `fraction` of a curve's points (at least one), NaNs left out.
+
+    Args:
+        values: the curve's returns.
+        fraction: the share of points, from the end.
+
+    Returns:
+        The mean rounded to 0.1, or None when those points are all NaN.
+    """
+    window = values[-max(1, math.ceil(fraction * len(values))):]
+    kept = [v for v in window if v is not None and not math.isnan(v)]
+    return round(sum(kept) / len(kept), 1) if kept else None
+
+
+def peak_rss_mib() -> float:
+    """The most resident memory this process has held so far, in MiB (Linux counts KiB)."""
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def driver_main(description: str, sides: tuple, measure, started: float) -> None:
+    """A driver's command line, `DRIVER SIDE PROGRAM OUT`: runs `measure(program, side,
+    launched)` and writes its result, with the process's time so far, to OUT as JSON.
+
+    Args:
+        description: the driver's first docstring line, for --help.
+        sides: the sides it runs.
+        measure: its function of (program dict, side, launch time) to a JSON-ready dict.
+        started: the driver's own stamp at the top of its file (`launched_at`'s fallback).
+    """
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("side", choices=sides)
+    parser.add_argument("program", type=json.loads, help="the program, a JSON object")
+    parser.add_argument("out", type=Path)
+    args = parser.parse_args()
+    launched = launched_at(started)
+    result = measure(args.program, args.side, launched)
+    result["process_s"] = seconds_since(launched)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps({k: v for k, v in result.items() if k not in ("curve", "ep_rew_mean")}),
+          flush=True)

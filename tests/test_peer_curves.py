@@ -1,0 +1,53 @@
+"""benchmarks/peer_curves.py: reading a learning curve to a time to a return."""
+
+import math
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+import peer_curves as curves  # noqa: E402
+
+NAN = float("nan")
+
+
+def test_first_reach_skips_points_without_episodes_and_below_the_threshold():
+    steps = [100, 200, 300, 400]
+    assert curves.reach_index([10.0, NAN, 475.0, 500.0], 475.0) == 2
+    assert curves.first_reach(steps, [10.0, NAN, 475.0, 500.0], 475.0) == 300
+    assert curves.first_reach(steps, [None, 474.9, NAN, 12.0], 475.0) is None
+
+
+def test_time_to_return_adds_the_share_of_training_up_to_the_point():
+    steps = [250, 500, 750, 1000]
+    returns = [20.0, 480.0, 500.0, 500.0]
+    # 500 of 1000 steps: half of 8 s of training after 3 s of start-up and compile
+    assert curves.time_to_return(steps, returns, 475.0, before_train_s=3.0, train_s=8.0,
+                                 total_steps=1000) == 7.0
+    assert curves.time_to_return(steps, [1.0] * 4, 475.0, before_train_s=3.0, train_s=8.0,
+                                 total_steps=1000) is None
+
+
+def test_time_to_return_caps_at_the_whole_training():
+    # an evaluation logged past the budget (rejax rounds its iterations up) is the end
+    assert curves.time_to_return([0, 1200], [0.0, 11.0], 10.0, before_train_s=1.0,
+                                 train_s=4.0, total_steps=1000) == 5.0
+
+
+def test_tail_mean_is_the_last_twentieth_without_nans():
+    values = [0.0] * 38 + [NAN, 300.0]
+    assert curves.tail_mean(values) == 300.0  # the last 2 of 40 points, the NaN left out
+    assert curves.tail_mean([1.0, 2.0, 3.0]) == 3.0  # at least one point
+    assert curves.tail_mean([5.0, NAN]) is None
+
+
+def test_launched_at_prefers_the_stamp_handed_down(monkeypatch):
+    monkeypatch.delenv(curves.LAUNCHED_AT, raising=False)
+    assert curves.launched_at(12.5) == 12.5
+    monkeypatch.setenv(curves.LAUNCHED_AT, "100.25")
+    assert curves.launched_at(12.5) == 100.25
+
+
+def test_peak_rss_is_positive_mib():
+    peak = curves.peak_rss_mib()
+    assert peak > 1 and not math.isnan(peak)
