@@ -129,7 +129,7 @@ MEASURES = (
     ("training, compile excluded, all seeds' steps", "steps/s", "sps", "steps/s"),
     ("time to the return threshold from the process's start", "s", "time_to_return_s", "time"),
     ("final return (the curve's last 5%)", "return", "final_return", None),
-    ("peak resident memory of the process", "MiB", "peak_rss_mib", "time"),
+    ("peak resident memory of the process", "MiB", "peak_rss_mib", "memory"),
 )
 
 
@@ -137,6 +137,16 @@ def program_label(program: dict, result: dict) -> str:
     """How a table names a program: its setting, env, seeds and budget."""
     return (f"{program['setting']} ({result['env']}, {result['num_seeds']} seed"
             f"{'s' if result['num_seeds'] > 1 else ''}, {result['env_steps']:,} steps)")
+
+
+def reached(theirs: list, ours: list, side: str) -> str:
+    """What a time-to-return line adds when some turns never reached the threshold (their
+    medians are then of the turns that did): how many did, per side."""
+    if None not in theirs + ours:
+        return ""
+    count = sum(v is not None for v in theirs)
+    return (f" (reached in {count} of {len(theirs)} turns by {side}, "
+            f"{sum(v is not None for v in ours)} by purerl)")
 
 
 def comparisons(turns: list, programs: list, peer: Peer) -> list[dict]:
@@ -149,8 +159,10 @@ def comparisons(turns: list, programs: list, peer: Peer) -> list[dict]:
             for what, unit, key, ratio_of in MEASURES:
                 theirs = [run[side].get(key) for run in runs]
                 ours = [run["purerl"].get(key) for run in runs]
-                paired = None not in theirs + ours
-                lines.append(comparison(what, unit, theirs, ours, ratio_of, paired=paired,
+                if key == "time_to_return_s":
+                    what += reached(theirs, ours, side)
+                lines.append(comparison(what, unit, theirs, ours, ratio_of,
+                                        paired=None not in theirs + ours,
                                         sides=(side, "purerl")))
             tables.append({"program": program_label(program, runs[0][side]), "side": side,
                            "lines": lines})

@@ -115,6 +115,11 @@ def tail_mean(values, fraction: float = 0.05) -> float | None:
     return round(sum(kept) / len(kept), 1) if kept else None
 
 
+def rounded(values) -> list:
+    """A curve's returns for JSON: rounded to 0.01, None for NaN (no episode ended there)."""
+    return [None if v is None or math.isnan(v) else round(v, 2) for v in values]
+
+
 def peak_rss_mib() -> float:
     """The most resident memory this process has held so far, in MiB (Linux counts KiB)."""
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)

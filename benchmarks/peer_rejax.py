@@ -80,6 +80,12 @@ REJAX_SETTINGS = {
     },
 }
 SIDES = ("purerl", "rejax", "rejax-lean")
+# What each side's curve is.
+CURVES = {
+    "purerl": "each update's mean return of the episodes that ended in it",
+    "rejax": "rejax's evaluation: the mean return of 128 episodes, every eval_freq steps",
+    "rejax-lean": "after each iteration, the mean over envs of each one's last finished episode",
+}
 
 
 def rejax_schedule(setting: dict, lean: bool) -> tuple[int, int, int]:
@@ -235,7 +241,7 @@ def measure(spec: dict, side: str, launched: float) -> dict:
             steps, returns, threshold, before_train_s=before_train_s,
             train_s=timings["train_s"], total_steps=env_steps),
         "peak_rss_mib": curves.peak_rss_mib(),
-        "curve": {"steps": steps, "returns": [round(r, 2) for r in returns]},
+        "curve": {"kind": CURVES[side], "steps": steps, "returns": curves.rounded(returns)},
     }
 
 

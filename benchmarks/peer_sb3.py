@@ -59,6 +59,10 @@ ZOO = {"n_envs": 8, "n_timesteps": 100_000, "n_steps": 32, "batch_size": 256,
        "gae_lambda": 0.8, "gamma": 0.98, "n_epochs": 20, "ent_coef": 0.0,
        "learning_rate": 0.001, "clip_range": 0.2}  # the last two linear to 0 (`lin_`)
 SIDES = ("purerl", "sb3", "sbx")
+# What each side's curve is.
+CURVES = {"purerl": "each update's mean return of the episodes that ended in it",
+          "sb3": "each rollout's mean return of the episodes that ended in it (Monitor)",
+          "sbx": "each rollout's mean return of the episodes that ended in it (Monitor)"}
 
 
 def budget(spec: dict) -> tuple[int, int]:
@@ -130,7 +134,7 @@ def run_sb3(spec: dict, side: str, launched: float) -> dict:
             "time_to_return_s": (None if reached is None
                                  else round(points[reached]["time"] - launched, 3)),
             "steps": [p["steps"] for p in points], "returns": returns,
-            "ep_rew_mean": [round(p["ep_rew_mean"], 2) for p in points]}
+            "ep_rew_mean": curves.rounded(p["ep_rew_mean"] for p in points)}
 
 
 def purerl_config(spec: dict):
@@ -190,7 +194,7 @@ def measure(spec: dict, side: str, launched: float) -> dict:
             "final_return": curves.tail_mean(returns), "threshold": threshold,
             "reached_at_steps": curves.first_reach(steps, returns, threshold),
             "peak_rss_mib": curves.peak_rss_mib(),
-            "curve": {"steps": steps, "returns": [round(r, 2) for r in returns]}}
+            "curve": {"kind": CURVES[side], "steps": steps, "returns": curves.rounded(returns)}}
 
 
 def main() -> None:
