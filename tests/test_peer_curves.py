@@ -51,3 +51,31 @@ def test_launched_at_prefers_the_stamp_handed_down(monkeypatch):
 def test_peak_rss_is_positive_mib():
     peak = curves.peak_rss_mib()
     assert peak > 1 and not math.isnan(peak)
+
+
+def test_rounded_curves_hold_no_nan():
+    assert curves.rounded([1.234, NAN, None, 500.0]) == [1.23, None, None, 500.0]
+
+
+def test_budgets_as_the_peers_split_them():
+    import peer_rejax
+    import peer_sb3
+
+    cartpole = peer_rejax.REJAX_SETTINGS["cartpole"]
+    breakout = peer_rejax.REJAX_SETTINGS["breakout"]
+    # rejax rounds evaluations and the iterations between them up
+    assert peer_rejax.rejax_schedule(cartpole, lean=False) == (100, 2, 100_000)
+    assert peer_rejax.rejax_schedule(cartpole, lean=True) == (200, 1, 100_000)
+    assert peer_rejax.rejax_schedule(breakout, lean=False) == (20, 49, 1_003_520)
+    assert peer_rejax.rejax_schedule(breakout, lean=True) == (977, 1, 1_000_448)
+    # SB3 runs whole rollouts of 8 x 32 steps to at least the budget
+    assert peer_sb3.budget({}) == (100_000, 100_096)
+    assert peer_sb3.budget({"total_timesteps": 512}) == (512, 512)
+
+
+def test_a_turn_that_never_reaches_is_counted():
+    import other_peers
+
+    assert other_peers.reached([1.0, 2.0], [3.0, 4.0], "sb3") == ""
+    assert other_peers.reached([None, 2.0], [3.0, 4.0], "sb3") == (
+        " (reached in 1 of 2 turns by sb3, 2 by purerl)")
