@@ -53,7 +53,15 @@ class Peer(NamedTuple):
 
 
 def seeds(setting: str, *counts: int) -> list:
-    """The programs of `setting` at each seed count."""
+    """A row's programs.
+
+    Args:
+        setting: the driver's setting.
+        counts: the seed counts, one program each.
+
+    Returns:
+        `[{"setting", "num_seeds"}, ...]`.
+    """
     return [{"setting": setting, "num_seeds": n} for n in counts]
 
 
@@ -106,6 +114,12 @@ def run_side(peer: Peer, side: str, python: str, program: dict, work: Path) -> d
 def run_turn(peer: Peer, programs: list, peer_python: str, work: Path) -> list:
     """One turn of a row: each program, purerl's side then the peer's sides.
 
+    Args:
+        peer: the peer.
+        programs: the row's programs.
+        peer_python: the peer's venv's Python.
+        work: a folder for the turn's outputs and logs.
+
     Returns:
         A list over `programs` of `{side: result}`.
     """
@@ -134,14 +148,31 @@ MEASURES = (
 
 
 def program_label(program: dict, result: dict) -> str:
-    """How a table names a program: its setting, env, seeds and budget."""
+    """How a table names a program.
+
+    Args:
+        program: the program.
+        result: one side's result of it (its env, seeds and env steps).
+
+    Returns:
+        Its setting, env, seeds and budget, in words.
+    """
     return (f"{program['setting']} ({result['env']}, {result['num_seeds']} seed"
             f"{'s' if result['num_seeds'] > 1 else ''}, {result['env_steps']:,} steps)")
 
 
 def reached(theirs: list, ours: list, side: str) -> str:
-    """What a time-to-return line adds when some turns never reached the threshold (their
-    medians are then of the turns that did): how many did, per side."""
+    """What a time-to-return line adds when some turns never reached the threshold (its
+    medians are then of the turns that did).
+
+    Args:
+        theirs: the peer side's times over the turns, None where not reached.
+        ours: purerl's.
+        side: the peer side's name.
+
+    Returns:
+        How many turns reached it, per side; "" when all did.
+    """
     if None not in theirs + ours:
         return ""
     count = sum(v is not None for v in theirs)
@@ -150,7 +181,16 @@ def reached(theirs: list, ours: list, side: str) -> str:
 
 
 def comparisons(turns: list, programs: list, peer: Peer) -> list[dict]:
-    """A row's tables: per program and peer side, purerl against it on every measure."""
+    """A row's tables: per program and peer side, purerl against it on every measure.
+
+    Args:
+        turns: the row's turns, as `run_turn` gives them.
+        programs: the row's programs.
+        peer: the peer.
+
+    Returns:
+        `[{"program", "side", "lines"}]`, the lines as `peers.comparison` makes them.
+    """
     tables = []
     for index, program in enumerate(programs):
         runs = [turn[index] for turn in turns]
@@ -170,7 +210,15 @@ def comparisons(turns: list, programs: list, peer: Peer) -> list[dict]:
 
 
 def cut(programs: list, total_timesteps: int | None) -> list:
-    """`programs` with their budget cut to `total_timesteps` (a check), or as they are."""
+    """Programs with their budget cut, for a check.
+
+    Args:
+        programs: a row's programs.
+        total_timesteps: the budget, or None to keep theirs.
+
+    Returns:
+        The programs.
+    """
     if not total_timesteps:
         return programs
     return [dict(p, total_timesteps=total_timesteps) for p in programs]

@@ -107,7 +107,15 @@ def rejax_schedule(setting: dict, lean: bool) -> tuple[int, int, int]:
 
 
 def settings_of(spec: dict) -> dict:
-    """rejax's settings of `spec["setting"]`, the budget cut to `spec["total_timesteps"]`."""
+    """rejax's settings of a program.
+
+    Args:
+        spec: the program: `"setting"` names REJAX_SETTINGS' entry; `"total_timesteps"`, if
+            there, cuts its budget (and `eval_freq` to at most that).
+
+    Returns:
+        A copy of the settings, as `PPO.create` takes them.
+    """
     setting = json.loads(json.dumps(REJAX_SETTINGS[spec["setting"]]))  # a deep copy
     if spec.get("total_timesteps"):
         setting["total_timesteps"] = int(spec["total_timesteps"])
@@ -116,7 +124,15 @@ def settings_of(spec: dict) -> dict:
 
 
 def vmapped(train, num_seeds: int):
-    """`(train, key)`: `train` as is with one key, or `jax.vmap(train)` over split keys."""
+    """A whole-run function and its key for `num_seeds` seeds.
+
+    Args:
+        train: the function of one key.
+        num_seeds: how many seeds.
+
+    Returns:
+        `(train, key)` with one seed; `(jax.vmap(train), split keys)` with several.
+    """
     key = jax.random.PRNGKey(SEED)
     if num_seeds == 1:
         return train, key
@@ -124,8 +140,16 @@ def vmapped(train, num_seeds: int):
 
 
 def rejax_program(spec: dict, lean: bool):
-    """(train, key, env steps per seed, curve) for rejax's PPO; `curve(output)` gives the
-    curve's env steps and returns (a mean over seeds)."""
+    """rejax's PPO at a program's setting, as shipped or lean.
+
+    Args:
+        spec: the program, `{"setting", "num_seeds"}` (and `"total_timesteps"`).
+        lean: the rejax-lean side (its evaluation replaced by the training return).
+
+    Returns:
+        `(train, key, env steps per seed, curve)`; `curve(output)` gives the curve's env steps
+        and returns (a mean over the seeds).
+    """
     import rejax
 
     setting = settings_of(spec)
@@ -173,7 +197,15 @@ def last_episode_returns(algo, ts, rng):
 
 
 def purerl_config(spec: dict, env_steps: int):
-    """purerl's `Config` at the rejax setting `spec` names, for `env_steps` steps per seed."""
+    """purerl's settings matching a rejax program's.
+
+    Args:
+        spec: the program, `{"setting", "num_seeds"}` (and `"total_timesteps"`).
+        env_steps: the budget per seed (the rejax-lean side's, as rejax rounds it).
+
+    Returns:
+        The `purerl.config.Config`.
+    """
     from purerl.config import Config, EnvConfig, NetworkConfig, PPOConfig
 
     setting = settings_of(spec)
@@ -191,7 +223,14 @@ def purerl_config(spec: dict, env_steps: int):
 
 
 def purerl_program(spec: dict):
-    """The same as `rejax_program`, for purerl at the rejax-lean side's budget."""
+    """purerl's whole-run program matching a rejax program, at the rejax-lean side's budget.
+
+    Args:
+        spec: the program, `{"setting", "num_seeds"}` (and `"total_timesteps"`).
+
+    Returns:
+        `(train, key, env steps per seed, curve)`, as `rejax_program` gives them.
+    """
     import purerl
 
     env_steps = rejax_schedule(settings_of(spec), lean=True)[2]

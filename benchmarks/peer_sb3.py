@@ -66,15 +66,29 @@ CURVES = {"purerl": "each update's mean return of the episodes that ended in it"
 
 
 def budget(spec: dict) -> tuple[int, int]:
-    """`(total_timesteps asked, env steps SB3 runs)`: SB3 runs whole rollouts of
-    `n_envs x n_steps` until it has at least the budget."""
+    """A program's budget, and what SB3 makes of it.
+
+    Args:
+        spec: the program; `"total_timesteps"`, if there, cuts the Zoo's budget.
+
+    Returns:
+        `(total_timesteps asked, env steps SB3 runs)`: it runs whole rollouts of
+        `n_envs x n_steps` until it has at least the budget.
+    """
     total = int(spec.get("total_timesteps") or ZOO["n_timesteps"])
     rollout = ZOO["n_envs"] * ZOO["n_steps"]
     return total, -(-total // rollout) * rollout
 
 
 def linear(start: float):
-    """The Zoo's `lin_<start>`: SB3's schedule of the progress remaining (1 -> 0)."""
+    """The Zoo's `lin_<start>` schedule.
+
+    Args:
+        start: the value at the run's start.
+
+    Returns:
+        SB3's schedule: a function of the progress remaining (1 -> 0) to the value.
+    """
     return lambda progress_remaining: progress_remaining * start
 
 
@@ -106,7 +120,17 @@ def rollout_curve_callback():
 
 
 def run_sb3(spec: dict, side: str, launched: float) -> dict:
-    """Builds and trains the sb3 or sbx side's model; its timings and curve."""
+    """Builds and trains the sb3 or sbx side's model.
+
+    Args:
+        spec: the program, `{"setting": "cartpole-zoo"}` (and `"total_timesteps"`).
+        side: "sb3" or "sbx".
+        launched: when this process was launched, seconds since the epoch.
+
+    Returns:
+        Its timings, env steps, time to the return, and curve (`steps`, `returns`,
+        `ep_rew_mean`).
+    """
     from stable_baselines3.common.env_util import make_vec_env
 
     if side == "sb3":
@@ -138,7 +162,14 @@ def run_sb3(spec: dict, side: str, launched: float) -> dict:
 
 
 def purerl_config(spec: dict):
-    """purerl's `Config` matching the Zoo's setting, at SB3's number of updates."""
+    """purerl's settings matching the Zoo's.
+
+    Args:
+        spec: the program (and `"total_timesteps"`).
+
+    Returns:
+        The `purerl.config.Config`, at SB3's number of updates.
+    """
     from purerl.config import Config, EnvConfig, PPOConfig, ScheduleConfig, SchedulesConfig
 
     return Config(
@@ -155,7 +186,15 @@ def purerl_config(spec: dict):
 
 
 def run_purerl(spec: dict, launched: float) -> dict:
-    """Compiles and runs purerl's whole-run program at the matching setting."""
+    """Compiles and runs purerl's whole-run program at the matching setting.
+
+    Args:
+        spec: the program (and `"total_timesteps"`).
+        launched: when this process was launched, seconds since the epoch.
+
+    Returns:
+        As `run_sb3`, with the compile timed apart (`lower_s`, `compile_s`).
+    """
     import jax
     import numpy as np
     from peer_driver import compile_and_run
@@ -180,7 +219,16 @@ def run_purerl(spec: dict, launched: float) -> dict:
 
 
 def measure(spec: dict, side: str, launched: float) -> dict:
-    """One run of `side`; the result, JSON-ready, as `peer_rejax.measure` gives it."""
+    """One run of a side.
+
+    Args:
+        spec: the program (and `"total_timesteps"`).
+        side: one of SIDES.
+        launched: when this process was launched, seconds since the epoch.
+
+    Returns:
+        The result, JSON-ready, as `peer_rejax.measure` gives it.
+    """
     if side == "purerl":
         from peer_driver import start_jax
 
