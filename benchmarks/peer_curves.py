@@ -6,9 +6,10 @@ the standard library, so the tests read it too.
 
 A curve is two equal-length sequences: the env steps (of one seed) at each point and the
 training return logged there (a mean over the seeds where several ran). Time to a return is the
-wall time from the process's start until the curve first reaches the threshold: the process's
-start-up and its compile (for a compiled whole-run program) before training, and the share of
-the training time that the steps up to that point took, training being at a steady rate.
+wall time from the process's start until the curve first reaches the threshold: read off the
+wall clock taken at each point where a side takes it (`clock_time_to_return`), else the
+process's start-up and compile before training plus the share of the training time that the
+steps up to that point took, training being at a steady rate (`time_to_return`).
 """
 
 from __future__ import annotations
@@ -98,6 +99,23 @@ def time_to_return(steps, returns, threshold: float, *, before_train_s: float,
     if reached is None:
         return None
     return round(before_train_s + train_s * min(1.0, reached / total_steps), 3)
+
+
+def clock_time_to_return(times, returns, threshold: float, launched: float) -> float | None:
+    """Wall seconds from the process's start until the curve first reaches `threshold`, from
+    the wall clock taken at each point.
+
+    Args:
+        times: seconds since the epoch at each point.
+        returns: the return at each point.
+        threshold: the return to reach.
+        launched: when the process was launched, seconds since the epoch.
+
+    Returns:
+        Seconds, or None when the curve never reaches the threshold.
+    """
+    index = reach_index(returns, threshold)
+    return None if index is None else round(times[index] - launched, 3)
 
 
 def tail_mean(values, fraction: float = 0.05) -> float | None:

@@ -24,7 +24,10 @@ are `jax.vmap(algo.train)` over split keys, as rejax's README does. The sides:
   program, every `eval_freq` steps (and once before training) its evaluation plays 128 episodes
   of the stochastic policy to their end (a `while_loop` up to the env's 500 or 1,000 steps);
   its curve is that evaluation's mean return. On CartPole that is up to 64,000 env steps of
-  inference every 1,000 of training, most of the program's work once the policy is good.
+  inference every 1,000 of training, most of the program's work once the policy is good. As
+  the evaluations grow longer while the policy learns, the wall clock is taken after each
+  (an ordered `jax.debug.callback`, as rejax's `benchmark/train.py` logs each evaluation
+  through a host callback) and time to the return read from it.
 - rejax-lean: the same algorithm without that evaluation: the env wrapped in gymnax's
   `LogWrapper` (the episode statistics purerl and PureJaxRL keep) and `eval_callback`
   replaced by the mean over envs of each env's last finished episode's return, after every
@@ -147,8 +150,9 @@ def rejax_program(spec: dict, lean: bool):
         lean: the rejax-lean side (its evaluation replaced by the training return).
 
     Returns:
-        `(train, key, env steps per seed, curve)`; `curve(output)` gives the curve's env steps
-        and returns (a mean over the seeds).
+        `(train, key, env steps per seed, curve)`; `curve(output)` gives the curve's env steps,
+        returns (a mean over the seeds) and, as shipped, the wall clock at each point (None
+        lean, where the work per point is even).
     """
     import rejax
 
@@ -158,8 +162,11 @@ def rejax_program(spec: dict, lean: bool):
     if lean:
         setting.update(eval_freq=iteration, skip_initial_evaluation=True)
     algo = rejax.get_algo("ppo").create(**setting)
+    stamps = {}
     if lean:
         algo = algo.replace(env=logged(algo.env), eval_callback=last_episode_returns)
+    else:
+        algo = algo.replace(eval_callback=stamped(algo.eval_callback, stamps))
     train, key = vmapped(algo.train, spec["num_seeds"])
     first = iterations * iteration
     steps = [first * k for k in range(1, evaluations + 1)]
@@ -171,9 +178,34 @@ def rejax_program(spec: dict, lean: bool):
         # shipped: (lengths, returns), each [(S,) E, 128 episodes]; lean: returns [(S,) E]
         returns = np.asarray(evaluation if lean else evaluation[1], dtype=np.float64)
         returns = returns.reshape(spec["num_seeds"], len(steps), -1).mean(axis=(0, 2))
-        return steps, returns.tolist()
+        return steps, returns.tolist(), [stamps.get(step) for step in steps] if stamps else None
 
     return train, key, env_steps, curve
+
+
+def stamped(evaluate, stamps: dict):
+    """rejax's `eval_callback` with the wall clock taken when each evaluation is done, as
+    rejax's own `benchmark/train.py` logs through a host callback: the evaluations grow
+    longer as the policy learns, so the training's share of steps is no measure of their time.
+
+    Args:
+        evaluate: rejax's `eval_callback(algo, ts, rng)`.
+        stamps: filled with `{global step: seconds since the epoch}` (the first seed's, under
+            vmap) as the program runs.
+
+    Returns:
+        The callback, its output unchanged.
+    """
+    def stamp(step, _):
+        stamps.setdefault(int(np.asarray(step).reshape(-1)[0]), time.time())
+
+    def evaluate_and_stamp(algo, ts, rng):
+        lengths, returns = evaluate(algo, ts, rng)
+        # after the evaluation (its mean an argument); ordered, or XLA may run a stamp late
+        jax.debug.callback(stamp, ts.global_step, returns.mean(), ordered=True)
+        return lengths, returns
+
+    return evaluate_and_stamp
 
 
 def logged(env):
@@ -244,7 +276,7 @@ def purerl_program(spec: dict):
             spec["num_seeds"], -1).sum(axis=0)
         counts = np.asarray(metrics.episode_count).reshape(spec["num_seeds"], -1).sum(axis=0)
         with np.errstate(invalid="ignore", divide="ignore"):
-            return steps, (sums / counts).tolist()  # NaN where no episode ended
+            return steps, (sums / counts).tolist(), None  # NaN where no episode ended
 
     return purerl.make_train(config), jax.random.key(SEED), env_steps, curve
 
@@ -266,7 +298,7 @@ def measure(spec: dict, side: str, launched: float) -> dict:
                                     else rejax_program(spec, lean=side == "rejax-lean"))
     timings, output = compile_and_run(train, key)
     before_train_s = round(curves.seconds_since(launched) - timings["train_s"], 3)
-    steps, returns = curve(output)
+    steps, returns, times = curve(output)
     env = REJAX_SETTINGS[spec["setting"]]["env"]
     threshold = curves.THRESHOLDS[env]
     return {
@@ -276,9 +308,11 @@ def measure(spec: dict, side: str, launched: float) -> dict:
         "final_return": curves.tail_mean(returns),
         "threshold": threshold,
         "reached_at_steps": curves.first_reach(steps, returns, threshold),
-        "time_to_return_s": curves.time_to_return(
-            steps, returns, threshold, before_train_s=before_train_s,
-            train_s=timings["train_s"], total_steps=env_steps),
+        "time_to_return_s": (
+            curves.clock_time_to_return(times, returns, threshold, launched) if times
+            else curves.time_to_return(steps, returns, threshold, before_train_s=before_train_s,
+                                       train_s=timings["train_s"], total_steps=env_steps)),
+        "time_to_return_from": "clock" if times else "rate",
         "peak_rss_mib": curves.peak_rss_mib(),
         "curve": {"kind": CURVES[side], "steps": steps, "returns": curves.rounded(returns)},
     }

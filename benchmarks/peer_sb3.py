@@ -151,12 +151,12 @@ def run_sb3(spec: dict, side: str, launched: float) -> dict:
     train_s = time.time() - train_start
     points = callback.points
     returns = [p["return"] for p in points]
-    reached = curves.reach_index(returns, curves.THRESHOLDS[ENV])
     return {"setup_s": round(setup_s, 3), "train_s": round(train_s, 3),
             "before_train_s": round(train_start - launched, 3),
             "env_steps": int(model.num_timesteps),
-            "time_to_return_s": (None if reached is None
-                                 else round(points[reached]["time"] - launched, 3)),
+            "time_to_return_s": curves.clock_time_to_return(
+                [p["time"] for p in points], returns, curves.THRESHOLDS[ENV], launched),
+            "time_to_return_from": "clock",
             "steps": [p["steps"] for p in points], "returns": returns,
             "ep_rew_mean": curves.rounded(p["ep_rew_mean"] for p in points)}
 
@@ -215,6 +215,7 @@ def run_purerl(spec: dict, launched: float) -> dict:
             "time_to_return_s": curves.time_to_return(
                 steps, returns, curves.THRESHOLDS[ENV], before_train_s=before_train_s,
                 train_s=timings["train_s"], total_steps=env_steps),
+            "time_to_return_from": "rate",
             "steps": steps, "returns": returns}
 
 

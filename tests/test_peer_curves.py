@@ -79,3 +79,9 @@ def test_a_turn_that_never_reaches_is_counted():
     assert other_peers.reached([1.0, 2.0], [3.0, 4.0], "sb3") == ""
     assert other_peers.reached([None, 2.0], [3.0, 4.0], "sb3") == (
         " (reached in 1 of 2 turns by sb3, 2 by purerl)")
+
+
+def test_clock_time_to_return_reads_the_first_reaching_point():
+    times = [105.0, 110.0, 130.0]
+    assert curves.clock_time_to_return(times, [9.0, 10.0, 12.0], 10.0, launched=100.0) == 10.0
+    assert curves.clock_time_to_return(times, [9.0, NAN, 2.0], 10.0, launched=100.0) is None
