@@ -73,10 +73,10 @@ PEERS = {
         "python3.11 -m venv ../rejax-venv && ../rejax-venv/bin/pip install rejax==0.1.3 "
         "gymnax==0.0.9, then --peer-python ../rejax-venv/bin/python"),
     "sb3": Peer(
-        "peer_sb3.py", ("sb3",), {"cartpole-zoo": [{"setting": "cartpole-zoo"}]},
-        ["stable-baselines3", "torch", "gymnasium", "numpy"],
+        "peer_sb3.py", ("sb3-zoo", "sb3"), {"cartpole-zoo": [{"setting": "cartpole-zoo"}]},
+        ["stable-baselines3", "rl_zoo3", "torch", "gymnasium", "numpy"],
         "python3.11 -m venv ../sb3-venv && ../sb3-venv/bin/pip install stable-baselines3 "
-        "sbx-rl gymnasium torch jax==0.10.2 jaxlib==0.10.2, then "
+        "rl_zoo3 sbx-rl gymnasium torch jax==0.10.2 jaxlib==0.10.2, then "
         "--peer-python ../sb3-venv/bin/python"),
     "sbx": Peer(
         "peer_sb3.py", ("sbx",), {"cartpole-zoo": [{"setting": "cartpole-zoo"}]},

@@ -133,6 +133,58 @@ def tail_mean(values, fraction: float = 0.05) -> float | None:
     return round(sum(kept) / len(kept), 1) if kept else None
 
 
+def monitor_episodes(folder: Path) -> tuple[float, list[tuple]]:
+    """The episodes that SB3's `Monitor` wrote under `folder`, one `<rank>.monitor.csv` per env
+    (a `#` line of JSON with the wall clock at its start, `t_start`, then `r,l,t` rows: return,
+    length, seconds since `t_start`).
+
+    Args:
+        folder: searched recursively.
+
+    Returns:
+        `(the earliest t_start, [(rank, return, length, seconds since the epoch)])`, the
+        episodes in each env's order.
+    """
+    starts, episodes = [], []
+    for path in sorted(Path(folder).rglob("*.monitor.csv")):
+        lines = path.read_text().splitlines()
+        starts.append(json.loads(lines[0].lstrip("#"))["t_start"])
+        rank = int(path.name.split(".")[0])
+        for row in lines[2:]:
+            r, length, t = row.split(",")[:3]
+            episodes.append((rank, float(r), int(length), starts[-1] + float(t)))
+    return min(starts), episodes
+
+
+def rollout_curve(episodes: list[tuple], n_envs: int, rollout_steps: int,
+                  total_steps: int) -> tuple[list, list, list]:
+    """Each rollout's mean return of the episodes that ended in it, from an SB3 run's
+    `Monitor` episodes: its `n_envs` envs step together, so an episode of env `rank` ends at
+    global step `n_envs x` the steps of that env's episodes so far.
+
+    Args:
+        episodes: `[(rank, return, length, seconds since the epoch)]`, in each env's order.
+        n_envs: the envs stepped together.
+        rollout_steps: env steps per rollout, all envs' (`n_envs x n_steps`).
+        total_steps: env steps of the whole run.
+
+    Returns:
+        `(steps, returns, times)` per rollout: the env steps at its end, the mean return (NaN
+        where no episode ended) and the wall clock of its last episode's end (None there).
+    """
+    count = -(-total_steps // rollout_steps)
+    sums, ended, times = [0.0] * count, [0] * count, [None] * count
+    lived = {}
+    for rank, value, length, at in episodes:
+        lived[rank] = lived.get(rank, 0) + length
+        rollout = min(count, -(-n_envs * lived[rank] // rollout_steps)) - 1
+        sums[rollout] += value
+        ended[rollout] += 1
+        times[rollout] = max(at, times[rollout] or at)
+    returns = [s / n if n else float("nan") for s, n in zip(sums, ended)]
+    return [rollout_steps * (k + 1) for k in range(count)], returns, times
+
+
 def rounded(values) -> list:
     """A curve's returns for JSON: rounded to 0.01, None for NaN (no episode ended there)."""
     return [None if v is None or math.isnan(v) else round(v, 2) for v in values]

@@ -1,25 +1,30 @@
-"""Trains PPO on CartPole-v1 at the RL Zoo's tuned setting with Stable-Baselines3 (PyTorch), sbx
-(JAX) or purerl configured to match, for `peers.py --peer sb3` and `--peer sbx`; one run per
-process, so that its start-up and peak memory are its own.
+"""Trains PPO on CartPole-v1 at the RL Zoo's tuned setting with Stable-Baselines3 (PyTorch), its
+RL Zoo, sbx (JAX) or purerl configured to match, for `peers.py --peer sb3` and `--peer sbx`; one
+run per process, so that its start-up and peak memory are its own.
 
+    SB3_PYTHON benchmarks/peer_sb3.py sb3-zoo '{"setting": "cartpole-zoo"}' OUT
     SB3_PYTHON benchmarks/peer_sb3.py sb3 '{"setting": "cartpole-zoo"}' OUT
     SB3_PYTHON benchmarks/peer_sb3.py sbx '{"setting": "cartpole-zoo"}' OUT
     python benchmarks/peer_sb3.py purerl '{"setting": "cartpole-zoo"}' OUT
 
-SB3 and sbx (PyPI `stable-baselines3`, `sbx-rl`, `gymnasium`; measured at 2.9.2, 0.28.0 and
-1.4.0 with torch 2.13.0 CPU and jax 0.10.2) run under their venv's Python, where purerl is not
-installed: this file imports nothing of theirs, nor jax, at its top (the SB3 side never imports
-jax). A program is `{"setting": "cartpole-zoo"}` (and `"total_timesteps"` to cut the budget for
-a check). The setting is the RL Zoo's tuned `CartPole-v1` entry of `hyperparams/ppo.yml`
-(DLR-RM/rl-baselines3-zoo): 8 envs x 32 steps, batch_size 256 (one minibatch per epoch), 20
-epochs, gamma 0.98, gae_lambda 0.8, ent_coef 0.0, learning_rate `lin_0.001` and clip_range
-`lin_0.2` (both linear from that value to 0 over the run), 1e5 steps; SB3's defaults otherwise
-(two 64x64 tanh MLPs, vf_coef 0.5, max_grad_norm 0.5, Adam eps 1e-5, advantages normalized per
-minibatch, no value clipping). The sides:
+SB3, the RL Zoo and sbx (PyPI `stable-baselines3`, `rl_zoo3`, `sbx-rl`, `gymnasium`; measured at
+2.9.2, 2.9.2, 0.28.0 and 1.4.0 with torch 2.13.0 CPU and jax 0.10.2) run under their venv's
+Python, where purerl is not installed: this file imports nothing of theirs, nor jax, at its top
+(the SB3 sides never import jax). A program is `{"setting": "cartpole-zoo"}` (and
+`"total_timesteps"` to cut the budget for a check). The setting is the RL Zoo's tuned
+`CartPole-v1` entry of `hyperparams/ppo.yml` (DLR-RM/rl-baselines3-zoo): 8 envs x 32 steps,
+batch_size 256 (one minibatch per epoch), 20 epochs, gamma 0.98, gae_lambda 0.8, ent_coef 0.0,
+learning_rate `lin_0.001` and clip_range `lin_0.2` (both linear from that value to 0 over the
+run), 1e5 steps; SB3's defaults otherwise (two 64x64 tanh MLPs, vf_coef 0.5, max_grad_norm 0.5,
+Adam eps 1e-5, advantages normalized per minibatch, no value clipping). The sides:
 
+- sb3-zoo: as shipped, the Zoo's own command, `python -m rl_zoo3.train --algo ppo --env
+  CartPole-v1` (`run_zoo`: in this process, its logs into a temporary folder), which adds an
+  evaluation of 5 episodes every 25,000 steps, its console output and the model's saving;
+  its curve from the Zoo's `Monitor` files (`peer_curves.rollout_curve`).
 - sb3: `stable_baselines3.PPO("MlpPolicy", make_vec_env("CartPole-v1", n_envs=8), ...)` and
   `model.learn`, as the Zoo builds it (a `DummyVecEnv` of gymnasium envs, each in SB3's
-  `Monitor`), `verbose=0`, on the CPU.
+  `Monitor`), at its fastest: no evaluation, `verbose=0`, on the CPU.
 - sbx: the same through `sbx.PPO` (its own defaults: Dense kernels lecun-normal, no orthogonal
   init; an optimizer per network, each clipping its own gradient's global norm).
 - purerl: `purerl.make_train` on gymnax's CartPole-v1 at the same envs, steps, epochs,
@@ -58,9 +63,11 @@ ENV = "CartPole-v1"
 ZOO = {"n_envs": 8, "n_timesteps": 100_000, "n_steps": 32, "batch_size": 256,
        "gae_lambda": 0.8, "gamma": 0.98, "n_epochs": 20, "ent_coef": 0.0,
        "learning_rate": 0.001, "clip_range": 0.2}  # the last two linear to 0 (`lin_`)
-SIDES = ("purerl", "sb3", "sbx")
+SIDES = ("purerl", "sb3-zoo", "sb3", "sbx")
 # What each side's curve is.
 CURVES = {"purerl": "each update's mean return of the episodes that ended in it",
+          "sb3-zoo": "each rollout's mean return of the episodes that ended in it (the Zoo's "
+                     "Monitor files)",
           "sb3": "each rollout's mean return of the episodes that ended in it (Monitor)",
           "sbx": "each rollout's mean return of the episodes that ended in it (Monitor)"}
 
@@ -161,6 +168,42 @@ def run_sb3(spec: dict, side: str, launched: float) -> dict:
             "ep_rew_mean": curves.rounded(p["ep_rew_mean"] for p in points)}
 
 
+def run_zoo(spec: dict, launched: float) -> dict:
+    """The RL Zoo's own command, `python -m rl_zoo3.train --algo ppo --env CartPole-v1`, run
+    in this process (`--seed 0`, its logs into a temporary folder; `-n` only when the program
+    cuts the budget): its evaluation every 25,000 steps, its console output and the model's
+    saving included, as a user first runs it.
+
+    Args:
+        spec: the program (and `"total_timesteps"`).
+        launched: when this process was launched, seconds since the epoch.
+
+    Returns:
+        As `run_sb3`; `before_train_s` up to its first env's creation (the Zoo's `Monitor`
+        files' earliest `t_start`), `train_s` from there to the command's return.
+    """
+    import sys
+    import tempfile
+
+    from rl_zoo3.train import train
+
+    total, env_steps = budget(spec)
+    with tempfile.TemporaryDirectory(prefix="purerl_peers_zoo_") as logs:
+        sys.argv = ["rl_zoo3.train", "--algo", "ppo", "--env", ENV, "-f", logs,
+                    "--seed", str(SEED)]
+        sys.argv += ["-n", str(total)] if spec.get("total_timesteps") else []
+        train()
+        finished = time.time()
+        t_start, episodes = curves.monitor_episodes(logs)
+    rollout = ZOO["n_envs"] * ZOO["n_steps"]
+    steps, returns, times = curves.rollout_curve(episodes, ZOO["n_envs"], rollout, env_steps)
+    return {"train_s": round(finished - t_start, 3), "before_train_s": round(t_start - launched, 3),
+            "env_steps": env_steps,
+            "time_to_return_s": curves.clock_time_to_return(times, returns,
+                                                            curves.THRESHOLDS[ENV], launched),
+            "time_to_return_from": "clock", "steps": steps, "returns": returns}
+
+
 def purerl_config(spec: dict):
     """purerl's settings matching the Zoo's.
 
@@ -235,7 +278,9 @@ def measure(spec: dict, side: str, launched: float) -> dict:
 
         start_jax()
     startup_s = curves.seconds_since(launched)
-    run = run_purerl(spec, launched) if side == "purerl" else run_sb3(spec, side, launched)
+    runs = {"purerl": lambda: run_purerl(spec, launched),
+            "sb3-zoo": lambda: run_zoo(spec, launched)}
+    run = runs.get(side, lambda: run_sb3(spec, side, launched))()
     steps, returns = run.pop("steps"), run.pop("returns")
     threshold = curves.THRESHOLDS[ENV]
     return {**spec, "side": side, "env": ENV, "num_seeds": 1, "startup_s": startup_s, **run,

@@ -353,8 +353,8 @@ def formatted(values: dict | None, unit: str) -> str:
 
 # How a table heads each side's column.
 HEADINGS = {"purejaxrl": "PureJaxRL", "purerl": "purerl", "mlp": "purerl MLP",
-            "gru": "purerl GRU", "rejax": "rejax", "rejax-lean": "rejax lean", "sb3": "SB3",
-            "sbx": "sbx"}
+            "gru": "purerl GRU", "rejax": "rejax", "rejax-lean": "rejax lean",
+            "sb3-zoo": "SB3 (RL Zoo)", "sb3": "SB3", "sbx": "sbx"}
 
 
 def markdown(lines: list[dict], sides: tuple = PEER_SIDES) -> str:

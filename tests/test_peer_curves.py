@@ -85,3 +85,20 @@ def test_clock_time_to_return_reads_the_first_reaching_point():
     times = [105.0, 110.0, 130.0]
     assert curves.clock_time_to_return(times, [9.0, 10.0, 12.0], 10.0, launched=100.0) == 10.0
     assert curves.clock_time_to_return(times, [9.0, NAN, 2.0], 10.0, launched=100.0) is None
+
+
+def test_rollout_curve_groups_monitor_episodes_by_the_rollout_they_ended_in(tmp_path):
+    # 2 envs, rollouts of 2 x 4 = 8 steps, 24 steps in all
+    (tmp_path / "0.monitor.csv").write_text(
+        '#{"t_start": 100.0, "env_id": "CartPole-v1"}\nr,l,t\n3.0,3,1.0\n5.0,5,2.0\n')
+    (tmp_path / "1.monitor.csv").write_text(
+        '#{"t_start": 100.5, "env_id": "CartPole-v1"}\nr,l,t\n4.0,4,1.5\n')
+    t_start, episodes = curves.monitor_episodes(tmp_path)
+    assert t_start == 100.0
+    assert sorted(episodes) == [(0, 3.0, 3, 101.0), (0, 5.0, 5, 102.0), (1, 4.0, 4, 102.0)]
+    steps, returns, times = curves.rollout_curve(episodes, n_envs=2, rollout_steps=8,
+                                                 total_steps=24)
+    # env 0 ends at global steps 6 and 16, env 1 at 8: rollouts 1, 2 and 1
+    assert steps == [8, 16, 24]
+    assert returns[:2] == [3.5, 5.0] and math.isnan(returns[2])
+    assert times == [102.0, 102.0, None]
