@@ -142,6 +142,8 @@ MEASURES = (
     ("compile (lowering included)", "s", "compile_s", "time"),
     ("training, compile excluded, all seeds' steps", "steps/s", "sps", "steps/s"),
     ("time to the return threshold from the process's start", "s", "time_to_return_s", "time"),
+    ("the same for the curve's moving mean over a twentieth of the run", "s",
+     "time_to_return_smoothed_s", "time"),
     ("final return (the curve's last 5%)", "return", "final_return", None),
     ("peak resident memory of the process", "MiB", "peak_rss_mib", "memory"),
 )
@@ -199,7 +201,7 @@ def comparisons(turns: list, programs: list, peer: Peer) -> list[dict]:
             for what, unit, key, ratio_of in MEASURES:
                 theirs = [run[side].get(key) for run in runs]
                 ours = [run["purerl"].get(key) for run in runs]
-                if key == "time_to_return_s":
+                if key.startswith("time_to_return"):
                     what += reached(theirs, ours, side)
                 lines.append(comparison(what, unit, theirs, ours, ratio_of,
                                         paired=None not in theirs + ours,

@@ -106,7 +106,8 @@ def clock_time_to_return(times, returns, threshold: float, launched: float) -> f
     the wall clock taken at each point.
 
     Args:
-        times: seconds since the epoch at each point.
+        times: seconds since the epoch at each point; None where none was taken (the point's
+            time is then the last one taken before it).
         returns: the return at each point.
         threshold: the return to reach.
         launched: when the process was launched, seconds since the epoch.
@@ -115,7 +116,67 @@ def clock_time_to_return(times, returns, threshold: float, launched: float) -> f
         Seconds, or None when the curve never reaches the threshold.
     """
     index = reach_index(returns, threshold)
-    return None if index is None else round(times[index] - launched, 3)
+    if index is None:
+        return None
+    taken = [t for t in times[:index + 1] if t is not None]
+    return round(taken[-1] - launched, 3) if taken else None
+
+
+def moving_mean(values, fraction: float = 0.05) -> list:
+    """A curve's trailing moving mean over a share of its points, NaNs left out: over the same
+    share of two runs of one budget it spans the same env steps, whatever their points' spacing.
+
+    Args:
+        values: the curve's returns (NaN or None where no episode ended).
+        fraction: the window, a share of the points (at least one point).
+
+    Returns:
+        The mean at each point over the window that ends there; NaN where it holds no value.
+    """
+    window = max(1, math.ceil(fraction * len(values)))
+    means = []
+    for end in range(1, len(values) + 1):
+        kept = [v for v in values[max(0, end - window):end]
+                if v is not None and not math.isnan(v)]
+        means.append(sum(kept) / len(kept) if kept else float("nan"))
+    return means
+
+
+def reaching(steps, returns, threshold: float, *, launched: float, times=None,
+             before_train_s: float | None = None, train_s: float | None = None,
+             total_steps: int | None = None) -> dict:
+    """When a side's curve first reaches `threshold`, and when its moving mean over a
+    twentieth of the run does (a side whose points each hold one or two episodes reaches a
+    single point early by chance; the mean over the same span of steps reads both sides alike).
+
+    Args:
+        steps: env steps at each point.
+        returns: the return at each point.
+        threshold: the return to reach.
+        launched: when the process was launched, seconds since the epoch.
+        times: the wall clock at each point where the side takes it (`clock_time_to_return`);
+            None to read the time off the steady training rate (`time_to_return`).
+        before_train_s: with the rate: seconds from the process's start to training.
+        train_s: with the rate: the whole training's seconds.
+        total_steps: with the rate: the whole training's env steps.
+
+    Returns:
+        `{"threshold", "reached_at_steps", "time_to_return_s", "reached_smoothed_at_steps",
+        "time_to_return_smoothed_s", "time_to_return_from"}` ("clock" or "rate").
+    """
+    def seconds(curve):
+        if times is not None:
+            return clock_time_to_return(times, curve, threshold, launched)
+        return time_to_return(steps, curve, threshold, before_train_s=before_train_s,
+                              train_s=train_s, total_steps=total_steps)
+
+    smooth = moving_mean(returns)
+    return {"threshold": threshold,
+            "reached_at_steps": first_reach(steps, returns, threshold),
+            "time_to_return_s": seconds(returns),
+            "reached_smoothed_at_steps": first_reach(steps, smooth, threshold),
+            "time_to_return_smoothed_s": seconds(smooth),
+            "time_to_return_from": "rate" if times is None else "clock"}
 
 
 def tail_mean(values, fraction: float = 0.05) -> float | None:

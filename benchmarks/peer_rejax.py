@@ -300,19 +300,14 @@ def measure(spec: dict, side: str, launched: float) -> dict:
     before_train_s = round(curves.seconds_since(launched) - timings["train_s"], 3)
     steps, returns, times = curve(output)
     env = REJAX_SETTINGS[spec["setting"]]["env"]
-    threshold = curves.THRESHOLDS[env]
     return {
         **spec, "side": side, "env": env, "env_steps": env_steps, "startup_s": startup_s,
         **timings, "before_train_s": before_train_s,
         "sps": round(spec["num_seeds"] * env_steps / timings["train_s"]),
         "final_return": curves.tail_mean(returns),
-        "threshold": threshold,
-        "reached_at_steps": curves.first_reach(steps, returns, threshold),
-        "time_to_return_s": (
-            curves.clock_time_to_return(times, returns, threshold, launched) if times
-            else curves.time_to_return(steps, returns, threshold, before_train_s=before_train_s,
-                                       train_s=timings["train_s"], total_steps=env_steps)),
-        "time_to_return_from": "clock" if times else "rate",
+        **curves.reaching(steps, returns, curves.THRESHOLDS[env], launched=launched,
+                          times=times, before_train_s=before_train_s,
+                          train_s=timings["train_s"], total_steps=env_steps),
         "peak_rss_mib": curves.peak_rss_mib(),
         "curve": {"kind": CURVES[side], "steps": steps, "returns": curves.rounded(returns)},
     }

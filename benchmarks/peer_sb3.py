@@ -44,9 +44,10 @@ in its training time).
 Curves: each rollout's (update's) mean return of the episodes that ended in it, from SB3's
 `Monitor` episode records on the SB3 and sbx sides (with SB3's own `rollout/ep_rew_mean`, the
 mean of the last 100 episodes, kept beside it) and purerl's metrics; time to 475 from the
-process's start: on the SB3 and sbx sides the wall clock at the end of the first rollout that
-reaches it, on purerl's from its steady training rate (`peer_curves.time_to_return`). JSON to
-OUT as `peer_rejax.py` writes it.
+process's start, of the curve and of its moving mean over a twentieth of the run
+(`peer_curves.reaching`): on the SB3 and sbx sides the wall clock at the end of the rollout
+that reaches it, on purerl's from its steady training rate. JSON to OUT as `peer_rejax.py`
+writes it.
 """
 
 from __future__ import annotations
@@ -135,8 +136,8 @@ def run_sb3(spec: dict, side: str, launched: float) -> dict:
         launched: when this process was launched, seconds since the epoch.
 
     Returns:
-        Its timings, env steps, time to the return, and curve (`steps`, `returns`,
-        `ep_rew_mean`).
+        Its timings, env steps and curve (`steps`, `returns`, `times`: the wall clock at each
+        rollout's end, `ep_rew_mean`).
     """
     from stable_baselines3.common.env_util import make_vec_env
 
@@ -160,10 +161,7 @@ def run_sb3(spec: dict, side: str, launched: float) -> dict:
     returns = [p["return"] for p in points]
     return {"setup_s": round(setup_s, 3), "train_s": round(train_s, 3),
             "before_train_s": round(train_start - launched, 3),
-            "env_steps": int(model.num_timesteps),
-            "time_to_return_s": curves.clock_time_to_return(
-                [p["time"] for p in points], returns, curves.THRESHOLDS[ENV], launched),
-            "time_to_return_from": "clock",
+            "env_steps": int(model.num_timesteps), "times": [p["time"] for p in points],
             "steps": [p["steps"] for p in points], "returns": returns,
             "ep_rew_mean": curves.rounded(p["ep_rew_mean"] for p in points)}
 
@@ -198,10 +196,7 @@ def run_zoo(spec: dict, launched: float) -> dict:
     rollout = ZOO["n_envs"] * ZOO["n_steps"]
     steps, returns, times = curves.rollout_curve(episodes, ZOO["n_envs"], rollout, env_steps)
     return {"train_s": round(finished - t_start, 3), "before_train_s": round(t_start - launched, 3),
-            "env_steps": env_steps,
-            "time_to_return_s": curves.clock_time_to_return(times, returns,
-                                                            curves.THRESHOLDS[ENV], launched),
-            "time_to_return_from": "clock", "steps": steps, "returns": returns}
+            "env_steps": env_steps, "times": times, "steps": steps, "returns": returns}
 
 
 def purerl_config(spec: dict):
@@ -255,11 +250,7 @@ def run_purerl(spec: dict, launched: float) -> dict:
     before_train_s = round(curves.seconds_since(launched) - timings["train_s"], 3)
     env_steps = config.num_updates * config.batch_size
     return {**timings, "before_train_s": before_train_s, "env_steps": env_steps,
-            "time_to_return_s": curves.time_to_return(
-                steps, returns, curves.THRESHOLDS[ENV], before_train_s=before_train_s,
-                train_s=timings["train_s"], total_steps=env_steps),
-            "time_to_return_from": "rate",
-            "steps": steps, "returns": returns}
+            "times": None, "steps": steps, "returns": returns}
 
 
 def measure(spec: dict, side: str, launched: float) -> dict:
@@ -281,12 +272,13 @@ def measure(spec: dict, side: str, launched: float) -> dict:
     runs = {"purerl": lambda: run_purerl(spec, launched),
             "sb3-zoo": lambda: run_zoo(spec, launched)}
     run = runs.get(side, lambda: run_sb3(spec, side, launched))()
-    steps, returns = run.pop("steps"), run.pop("returns")
-    threshold = curves.THRESHOLDS[ENV]
+    steps, returns, times = run.pop("steps"), run.pop("returns"), run.pop("times")
     return {**spec, "side": side, "env": ENV, "num_seeds": 1, "startup_s": startup_s, **run,
             "sps": round(run["env_steps"] / run["train_s"]),
-            "final_return": curves.tail_mean(returns), "threshold": threshold,
-            "reached_at_steps": curves.first_reach(steps, returns, threshold),
+            "final_return": curves.tail_mean(returns),
+            **curves.reaching(steps, returns, curves.THRESHOLDS[ENV], launched=launched,
+                              times=times, before_train_s=run["before_train_s"],
+                              train_s=run["train_s"], total_steps=run["env_steps"]),
             "peak_rss_mib": curves.peak_rss_mib(),
             "curve": {"kind": CURVES[side], "steps": steps, "returns": curves.rounded(returns)}}
 

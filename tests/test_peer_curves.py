@@ -102,3 +102,25 @@ def test_rollout_curve_groups_monitor_episodes_by_the_rollout_they_ended_in(tmp_
     assert steps == [8, 16, 24]
     assert returns[:2] == [3.5, 5.0] and math.isnan(returns[2])
     assert times == [102.0, 102.0, None]
+
+
+def test_moving_mean_trails_over_a_twentieth_of_the_points():
+    values = [0.0] * 18 + [500.0, NAN]  # 20 points: a window of one
+    assert curves.moving_mean(values)[18] == 500.0 and math.isnan(curves.moving_mean(values)[19])
+    values = [0.0] * 38 + [500.0, 500.0]  # 40 points: a window of two
+    assert curves.moving_mean(values)[-3:] == [0.0, 250.0, 500.0]
+
+
+def test_reaching_reads_a_lucky_point_and_the_moving_mean_apart():
+    steps = list(range(100, 4100, 100))  # 40 points, a window of two
+    returns = [10.0] * 10 + [500.0] + [10.0] * 19 + [480.0] * 10
+    rate = curves.reaching(steps, returns, 475.0, launched=0.0, before_train_s=2.0,
+                           train_s=4.0, total_steps=4000)
+    assert rate["reached_at_steps"] == 1100 and rate["time_to_return_s"] == 3.1
+    assert rate["reached_smoothed_at_steps"] == 3200
+    assert rate["time_to_return_smoothed_s"] == 5.2
+    assert rate["time_to_return_from"] == "rate"
+    times = [None] * 31 + [50.0] + [None] * 8  # a clock taken at some points only
+    clock = curves.reaching(steps, returns, 475.0, launched=20.0, times=times)
+    assert clock["time_to_return_s"] is None  # no clock taken by the lucky point
+    assert clock["time_to_return_smoothed_s"] == 30.0
