@@ -24,9 +24,14 @@ Adam eps 1e-5, advantages normalized per minibatch, no value clipping). The side
   its curve from the Zoo's `Monitor` files (`peer_curves.rollout_curve`).
 - sb3: `stable_baselines3.PPO("MlpPolicy", make_vec_env("CartPole-v1", n_envs=8), ...)` and
   `model.learn`, as the Zoo builds it (a `DummyVecEnv` of gymnasium envs, each in SB3's
-  `Monitor`), at its fastest: no evaluation, `verbose=0`, on the CPU.
-- sbx: the same through `sbx.PPO` (its own defaults: Dense kernels lecun-normal, no orthogonal
-  init; an optimizer per network, each clipping its own gradient's global norm).
+  `Monitor`), at its fastest: no evaluation, `verbose=0`, on the CPU, one torch thread
+  (`torch.set_num_threads(1)`, the Zoo's `--num-threads 1`; torch's default here is a thread
+  per core, and its ops on 64-wide layers gain nothing from a second: a 2,048-step check on
+  this 2-core machine, loaded by other work, trained in 0.48 s with one thread and 26 s with
+  the default two, the threads spinning on busy cores).
+- sbx: the same through `sbx.PPO`, one torch thread as well (its rollout buffer is SB3's, in
+  torch; its own defaults: Dense kernels lecun-normal, no orthogonal init; an optimizer per
+  network, each clipping its own gradient's global norm).
 - purerl: `purerl.make_train` on gymnax's CartPole-v1 at the same envs, steps, epochs,
   minibatch, gamma, lambda, entropy, lr annealed linearly to 0, `ppo.schedule.clip_eps` linear
   to 0, no value clipping, `vf_coef=1.0` (SB3's value loss is `vf_coef x` the mean squared
@@ -139,8 +144,10 @@ def run_sb3(spec: dict, side: str, launched: float) -> dict:
         Its timings, env steps and curve (`steps`, `returns`, `times`: the wall clock at each
         rollout's end, `ep_rew_mean`).
     """
+    import torch
     from stable_baselines3.common.env_util import make_vec_env
 
+    torch.set_num_threads(1)  # as the Zoo's --num-threads 1: see the docstring
     if side == "sb3":
         from stable_baselines3 import PPO
     else:
