@@ -159,8 +159,17 @@ def final_return(return_sums: np.ndarray, counts: np.ndarray) -> float | None:
     return round(float(return_sums[:, -window:].sum() / count), 1) if count else None
 
 
-def measure(train, key, env_steps: int, episode_sums) -> dict:
-    """Lowering, compile (lowering included) and one run of `train(key)`, timed apart."""
+def compile_and_run(train, key) -> tuple[dict, object]:
+    """`jax.jit(train).lower(key)`, its `.compile()` and one call of the compiled program up to
+    `jax.block_until_ready`, timed apart.
+
+    Args:
+        train: the whole-run training function of one argument, the key.
+        key: its PRNG key (or keys, for a vmapped `train`).
+
+    Returns:
+        `({"lower_s", "compile_s" (lowering included), "train_s"}, the program's output)`.
+    """
     start = time.perf_counter()
     lowered = jax.jit(train).lower(key)
     lower_s = time.perf_counter() - start
@@ -169,14 +178,26 @@ def measure(train, key, env_steps: int, episode_sums) -> dict:
     start = time.perf_counter()
     output = jax.block_until_ready(compiled(key))
     train_s = time.perf_counter() - start
+    return {"lower_s": round(lower_s, 3), "compile_s": round(compile_s, 3),
+            "train_s": round(train_s, 3)}, output
+
+
+def measure(train, key, env_steps: int, episode_sums) -> dict:
+    """Lowering, compile (lowering included) and one run of `train(key)`, timed apart."""
+    timings, output = compile_and_run(train, key)
     return {
         "env_steps": env_steps,
-        "lower_s": round(lower_s, 3),
-        "compile_s": round(compile_s, 3),  # lowering included
-        "train_s": round(train_s, 3),
-        "sps": round(env_steps / train_s),
+        **timings,
+        "sps": round(env_steps / timings["train_s"]),
         "final_return": final_return(*episode_sums(output)),
     }
+
+
+def start_jax() -> None:
+    """Turns JAX's persistent compilation cache off, so that every compile is cold, and pays
+    JAX's one-time start-up (backend, jit machinery) here rather than in the first compile."""
+    jax.config.update("jax_enable_compilation_cache", False)
+    jax.block_until_ready(jax.jit(lambda x: x + 1)(jnp.zeros(())))
 
 
 def main() -> None:
@@ -189,9 +210,7 @@ def main() -> None:
     if args.side == "purejaxrl" and args.purejaxrl is None:
         parser.error("the purejaxrl side needs --purejaxrl CHECKOUT")
 
-    jax.config.update("jax_enable_compilation_cache", False)
-    # JAX's one-time start-up (backend, jit machinery) is paid here, not in the first compile.
-    jax.block_until_ready(jax.jit(lambda x: x + 1)(jnp.zeros(())))
+    start_jax()
     results = []
     for spec in args.programs:
         settings = (spec["num_envs"], spec["total_timesteps"], spec["num_seeds"],

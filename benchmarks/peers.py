@@ -1,8 +1,16 @@
-"""purerl and PureJaxRL (`ppo.py`, `ppo_rnn.py`) side by side, at the same settings, in turns.
+"""purerl and a peer side by side, taking turns: PureJaxRL (`ppo.py`, `ppo_rnn.py`, the default)
+at the same settings, or with --peer rejax, sb3 or sbx at that peer's own setting.
 
     python benchmarks/peers.py --purejaxrl ../purejaxrl --peer-python ../peer-venv/bin/python
     python benchmarks/peers.py --purejaxrl ../purejaxrl --peer-python ... --rows 4envs 8seeds
     python benchmarks/peers.py --rows gru-vs-mlp   # purerl alone: no checkout needed
+    python benchmarks/peers.py --peer rejax --peer-python ../rejax-venv/bin/python
+
+`--peer rejax`, `sb3` and `sbx` run from an install in a venv the user points to
+(`--peer-python`; without it, one line says how to get one and the script exits 0), through
+`other_peers.py` and their drivers `peer_rejax.py` and `peer_sb3.py`, whose docstrings give
+each peer's setting, what purerl matches of it and what differs; they write
+`results/peers_<peer>.json`. The rest of this docstring is PureJaxRL's.
 
 No peer code is in this repository. PureJaxRL is public on GitHub; its `ppo.py` was written for
 gymnax 0.0.x's five-value step, and the `wrappers.py` it imports imports brax and navix, so it
@@ -343,13 +351,19 @@ def formatted(values: dict | None, unit: str) -> str:
     return f"{one(values['median'])} ({one(values['min'])}-{one(values['max'])})"
 
 
+# How a table heads each side's column.
+HEADINGS = {"purejaxrl": "PureJaxRL", "purerl": "purerl", "mlp": "purerl MLP",
+            "gru": "purerl GRU", "rejax": "rejax", "rejax-lean": "rejax lean",
+            "sb3-zoo": "SB3 (RL Zoo)", "sb3": "SB3", "sbx": "sbx"}
+
+
 def markdown(lines: list[dict], sides: tuple = PEER_SIDES) -> str:
-    """The table of `lines`, whose sides `sides` names (PEER_SIDES or GRU_VS_MLP_SIDES)."""
+    """The table of `lines`, whose sides `sides` names: (the ratio's denominator, numerator),
+    keys of HEADINGS."""
     theirs, ours = sides
-    heading = {"purejaxrl": "PureJaxRL", "purerl": "purerl", "mlp": "purerl MLP",
-               "gru": "purerl GRU"}
-    ratio_heading = ("purerl / PureJaxRL" if sides == PEER_SIDES
-                     else f"{ours.upper()} / {theirs.upper()}")
+    heading = HEADINGS
+    ratio_heading = ("GRU / MLP" if sides == GRU_VS_MLP_SIDES
+                     else f"{heading[ours]} / {heading[theirs]}")
     table = [f"| what | {heading[theirs]} | {heading[ours]} | {ratio_heading} | ratio of |",
              "| --- | ---: | ---: | ---: | --- |"]
     for line in lines:
@@ -378,16 +392,56 @@ def git_state(path: Path) -> dict:
             "tracked_files_changed": bool(git("status", "--porcelain", "--untracked-files=no"))}
 
 
-def main() -> None:
+def machine() -> dict:
+    """This machine, as a result's JSON records it."""
+    return {"cpus": os.cpu_count(), "platform": platform.platform(),
+            "processor": platform.processor() or platform.machine(),
+            "load_average_at_start": os.getloadavg()}
+
+
+def arguments() -> argparse.Namespace:
+    """The command line; --rows checked against the peer's rows."""
+    from other_peers import PEERS
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--peer", choices=["purejaxrl", *PEERS], default="purejaxrl",
+                        help="the peer to run against purerl (default: PureJaxRL)")
     parser.add_argument("--purejaxrl", type=Path,
                         help="the root of a PureJaxRL checkout (with purejaxrl/ppo.py)")
-    parser.add_argument("--peer-python", default=sys.executable,
-                        help="the Python of a venv that runs PureJaxRL's ppo.py")
-    parser.add_argument("--rows", nargs="+", choices=ROWS, default=ROWS)
+    parser.add_argument("--peer-python",
+                        help="the Python of the peer's venv (PureJaxRL: this Python if absent)")
+    parser.add_argument("--rows", nargs="+",
+                        help="rows to run (default: all of the peer's); PureJaxRL's: "
+                        f"{' '.join(ROWS)}; " + "; ".join(
+                            f"{name}'s: {' '.join(peer.rows)}" for name, peer in PEERS.items()))
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--out", type=Path, default=BENCHMARKS / "results" / "peers.json")
+    parser.add_argument("--total-timesteps", type=int,
+                        help="cut every program's budget to this, to check a peer's setup "
+                        "(not PureJaxRL's rows)")
+    parser.add_argument("--out", type=Path,
+                        help="default results/peers.json, results/peers_<peer>.json")
     args = parser.parse_args()
+    known = ROWS if args.peer == "purejaxrl" else list(PEERS[args.peer].rows)
+    args.rows = args.rows or known
+    if unknown := [row for row in args.rows if row not in known]:
+        parser.error(f"{args.peer} has no row {', '.join(unknown)}; its rows: {' '.join(known)}")
+    name = "peers.json" if args.peer == "purejaxrl" else f"peers_{args.peer}.json"
+    args.out = args.out or BENCHMARKS / "results" / name
+    return args
+
+
+def main() -> None:
+    args = arguments()
+    if args.peer != "purejaxrl":
+        import other_peers
+
+        if args.peer_python is None:
+            print(other_peers.not_given(args.peer))
+            return
+        other_peers.run(args.peer, args.peer_python, args.rows, args.repeats, args.out,
+                        args.total_timesteps)
+        return
+    args.peer_python = args.peer_python or sys.executable
     with_peer = any(row not in PURERL_ROWS for row in args.rows)
     if args.purejaxrl is None and with_peer:
         print(GET_A_CHECKOUT)
@@ -395,15 +449,13 @@ def main() -> None:
     checkout = args.purejaxrl.resolve() if args.purejaxrl else None
     for name in ["ppo.py"] + (["ppo_rnn.py"] if "gru" in args.rows else []):
         if with_peer and not (checkout / "purejaxrl" / name).is_file():
-            parser.error(f"{checkout / 'purejaxrl' / name} not found: --purejaxrl is the root "
-                         "of a PureJaxRL checkout")
+            sys.exit(f"peers.py: {checkout / 'purejaxrl' / name} not found: --purejaxrl is "
+                     "the root of a PureJaxRL checkout")
 
     start = time.perf_counter()
     result = {
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
-                    "processor": platform.processor() or platform.machine(),
-                    "load_average_at_start": os.getloadavg()},
+        "machine": machine(),
         "repeats": args.repeats,
         "purerl": {**git_state(REPO), "python": sys.executable,
                    "versions": package_versions(sys.executable, PURERL_PACKAGES)},

@@ -1,0 +1,271 @@
+"""The peers beyond PureJaxRL, for `peers.py --peer NAME`: each run from an install the user
+points to (`--peer-python`, a venv's Python), purerl taking turns with it, a table per peer.
+
+    python benchmarks/peers.py --peer rejax --peer-python ../rejax-venv/bin/python
+    python benchmarks/peers.py --peer sb3 --peer-python ../sb3-venv/bin/python
+    python benchmarks/peers.py --peer sbx --peer-python ../sb3-venv/bin/python
+
+Each peer's driver (`peer_rejax.py`, `peer_sb3.py`) runs one program per process, under the
+peer's Python for its sides and under this Python for purerl's; a turn runs every program of a
+row once per side, purerl first. From each run: the whole process's wall time (timed here,
+from start to exit), its start-up, compile (where there is one) and training time, training
+steps/s (compile excluded), the final return, time to the env's return threshold from the
+process's start, and the process's peak resident memory. Writes
+`results/peers_<peer>.json` and prints a table per row of medians, with purerl / peer ratios.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import NamedTuple
+
+from peer_curves import LAUNCHED_AT
+from peers import (
+    BENCHMARKS,
+    PURERL_PACKAGES,
+    REPO,
+    comparison,
+    git_state,
+    machine,
+    markdown,
+    package_versions,
+    subprocess_env,
+    timed_run,
+)
+
+
+class Peer(NamedTuple):
+    """A peer: its driver (a file in benchmarks/), its sides in a turn's order after purerl's,
+    its rows (name: the programs each side runs), the packages whose versions are recorded,
+    and the line that says how to get it."""
+
+    driver: str
+    sides: tuple
+    rows: dict
+    packages: list
+    get_it: str
+
+
+def seeds(setting: str, *counts: int) -> list:
+    """A row's programs.
+
+    Args:
+        setting: the driver's setting.
+        counts: the seed counts, one program each.
+
+    Returns:
+        `[{"setting", "num_seeds"}, ...]`.
+    """
+    return [{"setting": setting, "num_seeds": n} for n in counts]
+
+
+PEERS = {
+    "rejax": Peer(
+        "peer_rejax.py", ("rejax", "rejax-lean"),
+        {"cartpole": seeds("cartpole", 1, 8), "breakout": seeds("breakout", 1, 8)},
+        ["rejax", "jax", "jaxlib", "flax", "optax", "gymnax", "distrax", "numpy"],
+        "python3.11 -m venv ../rejax-venv && ../rejax-venv/bin/pip install rejax==0.1.3 "
+        "gymnax==0.0.9, then --peer-python ../rejax-venv/bin/python"),
+    "sb3": Peer(
+        "peer_sb3.py", ("sb3-zoo", "sb3"), {"cartpole-zoo": [{"setting": "cartpole-zoo"}]},
+        ["stable-baselines3", "rl_zoo3", "torch", "gymnasium", "numpy"],
+        "python3.11 -m venv ../sb3-venv && ../sb3-venv/bin/pip install stable-baselines3 "
+        "rl_zoo3 sbx-rl gymnasium torch jax==0.10.2 jaxlib==0.10.2, then "
+        "--peer-python ../sb3-venv/bin/python"),
+    "sbx": Peer(
+        "peer_sb3.py", ("sbx",), {"cartpole-zoo": [{"setting": "cartpole-zoo"}]},
+        ["sbx-rl", "stable-baselines3", "jax", "jaxlib", "flax", "optax", "gymnasium", "numpy"],
+        "the sb3 peer's venv (it holds sbx too), --peer-python ../sb3-venv/bin/python"),
+}
+
+
+def not_given(name: str) -> str:
+    """The one line printed when `--peer NAME` comes without `--peer-python`."""
+    return f"peers.py: --peer {name} needs --peer-python PATH; to get it: {PEERS[name].get_it}"
+
+
+def run_side(peer: Peer, side: str, python: str, program: dict, work: Path) -> dict:
+    """One process of the driver for `side`; its result, with the process's wall time.
+
+    Args:
+        peer: the peer.
+        side: "purerl" or one of `peer.sides`.
+        python: the Python that runs it.
+        program: the program, as the driver takes it.
+        work: a folder for its output and log.
+
+    Returns:
+        The driver's JSON, with `process_wall_s` as this process timed it.
+    """
+    out = work / f"{side}.json"
+    env = subprocess_env()
+    env[LAUNCHED_AT] = repr(time.time())
+    wall_s = timed_run([python, BENCHMARKS / peer.driver, side, json.dumps(program), out],
+                       REPO, work / f"{side}.log", env)
+    return {**json.loads(out.read_text()), "process_wall_s": round(wall_s, 3)}
+
+
+def run_turn(peer: Peer, programs: list, peer_python: str, work: Path) -> list:
+    """One turn of a row: each program, purerl's side then the peer's sides.
+
+    Args:
+        peer: the peer.
+        programs: the row's programs.
+        peer_python: the peer's venv's Python.
+        work: a folder for the turn's outputs and logs.
+
+    Returns:
+        A list over `programs` of `{side: result}`.
+    """
+    turn = []
+    for index, program in enumerate(programs):
+        sides = {}
+        for side in ("purerl", *peer.sides):
+            side_dir = work / f"{index}_{side}"
+            side_dir.mkdir()
+            python = sys.executable if side == "purerl" else peer_python
+            sides[side] = run_side(peer, side, python, program, side_dir)
+        turn.append(sides)
+    return turn
+
+
+# The table's lines per program: (what, unit, key of a result, what the ratio compares).
+MEASURES = (
+    ("whole process, start to exit", "s", "process_wall_s", "time"),
+    ("before training: start-up, imports, compile", "s", "before_train_s", "time"),
+    ("compile (lowering included)", "s", "compile_s", "time"),
+    ("training, compile excluded, all seeds' steps", "steps/s", "sps", "steps/s"),
+    ("time to the return threshold from the process's start", "s", "time_to_return_s", "time"),
+    ("the same for the curve's moving mean over a twentieth of the run", "s",
+     "time_to_return_smoothed_s", "time"),
+    ("final return (the curve's last 5%)", "return", "final_return", None),
+    ("peak resident memory of the process", "MiB", "peak_rss_mib", "memory"),
+)
+
+
+def program_label(program: dict, result: dict) -> str:
+    """How a table names a program.
+
+    Args:
+        program: the program.
+        result: one side's result of it (its env, seeds and env steps).
+
+    Returns:
+        Its setting, env, seeds and budget, in words.
+    """
+    return (f"{program['setting']} ({result['env']}, {result['num_seeds']} seed"
+            f"{'s' if result['num_seeds'] > 1 else ''}, {result['env_steps']:,} steps)")
+
+
+def reached(theirs: list, ours: list, side: str) -> str:
+    """What a time-to-return line adds when some turns never reached the threshold (its
+    medians are then of the turns that did).
+
+    Args:
+        theirs: the peer side's times over the turns, None where not reached.
+        ours: purerl's.
+        side: the peer side's name.
+
+    Returns:
+        How many turns reached it, per side; "" when all did.
+    """
+    if None not in theirs + ours:
+        return ""
+    count = sum(v is not None for v in theirs)
+    return (f" (reached in {count} of {len(theirs)} turns by {side}, "
+            f"{sum(v is not None for v in ours)} by purerl)")
+
+
+def comparisons(turns: list, programs: list, peer: Peer) -> list[dict]:
+    """A row's tables: per program and peer side, purerl against it on every measure.
+
+    Args:
+        turns: the row's turns, as `run_turn` gives them.
+        programs: the row's programs.
+        peer: the peer.
+
+    Returns:
+        `[{"program", "side", "lines"}]`, the lines as `peers.comparison` makes them.
+    """
+    tables = []
+    for index, program in enumerate(programs):
+        runs = [turn[index] for turn in turns]
+        for side in peer.sides:
+            lines = []
+            for what, unit, key, ratio_of in MEASURES:
+                theirs = [run[side].get(key) for run in runs]
+                ours = [run["purerl"].get(key) for run in runs]
+                if key.startswith("time_to_return"):
+                    what += reached(theirs, ours, side)
+                lines.append(comparison(what, unit, theirs, ours, ratio_of,
+                                        paired=None not in theirs + ours,
+                                        sides=(side, "purerl")))
+            tables.append({"program": program_label(program, runs[0][side]), "side": side,
+                           "lines": lines})
+    return tables
+
+
+def cut(programs: list, total_timesteps: int | None) -> list:
+    """Programs with their budget cut, for a check.
+
+    Args:
+        programs: a row's programs.
+        total_timesteps: the budget, or None to keep theirs.
+
+    Returns:
+        The programs.
+    """
+    if not total_timesteps:
+        return programs
+    return [dict(p, total_timesteps=total_timesteps) for p in programs]
+
+
+def run(name: str, peer_python: str, rows: list, repeats: int, out: Path,
+        total_timesteps: int | None = None) -> None:
+    """Runs peer `name`'s rows against purerl, `repeats` turns each; writes and prints.
+
+    Args:
+        name: a key of PEERS.
+        peer_python: the peer's venv's Python.
+        rows: the rows to run, of the peer's.
+        repeats: turns per row.
+        out: the JSON to write.
+        total_timesteps: every program's budget cut to this (a check), or None.
+    """
+    peer = PEERS[name]
+    start = time.perf_counter()
+    programs = {row: cut(peer.rows[row], total_timesteps) for row in rows}
+    result = {
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "machine": machine(), "repeats": repeats, "peer": name,
+        "purerl": {**git_state(REPO), "python": sys.executable,
+                   "versions": package_versions(sys.executable, PURERL_PACKAGES)},
+        name: {"python": peer_python, "versions": package_versions(peer_python, peer.packages)},
+        "programs": programs, "rows": {}, "tables": {},
+    }
+    with tempfile.TemporaryDirectory(prefix=f"purerl_peers_{name}_") as work:
+        for row in rows:
+            turns = result["rows"][row] = []
+            for turn in range(repeats):
+                turn_dir = Path(work) / f"{row}_{turn}"
+                turn_dir.mkdir()
+                turns.append(run_turn(peer, programs[row], peer_python, turn_dir))
+                print(f"{row} {turn + 1}/{repeats} done", flush=True)
+            result["tables"][row] = comparisons(turns, programs[row], peer)
+    result["machine"]["load_average_at_end"] = os.getloadavg()
+    result["total_s"] = round(time.perf_counter() - start, 1)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    for row, tables in result["tables"].items():
+        for table in tables:
+            print(f"\n{row}: {table['program']}, purerl against {table['side']}")
+            print(markdown(table["lines"], (table["side"], "purerl")))
+    print(f"ratios: purerl / {name} of the medians (range over the turns); of time and memory "
+          f"< 1 and of steps/s > 1: purerl ahead. {repeats} turns each, "
+          f"{result['total_s']:.0f} s in all; wrote {out}")

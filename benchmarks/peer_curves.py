@@ -1,0 +1,279 @@
+"""What the peer drivers read from a learning curve and from their own process, in plain Python.
+
+Every driver (`peer_rejax.py`, `peer_sb3.py`) runs under its own side's Python, a venv where
+purerl may not be installed, and imports this file from its folder; it imports nothing beyond
+the standard library, so the tests read it too.
+
+A curve is two equal-length sequences: the env steps (of one seed) at each point and the
+training return logged there (a mean over the seeds where several ran). Time to a return is the
+wall time from the process's start until the curve first reaches the threshold: read off the
+wall clock taken at each point where a side takes it (`clock_time_to_return`), else the
+process's start-up and compile before training plus the share of the training time that the
+steps up to that point took, training being at a steady rate (`time_to_return`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import resource
+import time
+from pathlib import Path
+
+# The return that counts as solved, per env (issue 31's thresholds).
+THRESHOLDS = {"CartPole-v1": 475.0, "Breakout-MinAtar": 10.0}
+# The environment variable in which `peers.py` hands a driver the wall time (seconds since the
+# epoch) at which it launched the driver's process.
+LAUNCHED_AT = "PEERS_LAUNCHED_AT"
+
+
+def launched_at(fallback: float) -> float:
+    """When this process was launched: `peers.py`'s stamp, else `fallback` (a driver's own
+    stamp at the top of its file, which misses the interpreter's start of some 20-50 ms).
+
+    Args:
+        fallback: seconds since the epoch to use when no stamp was handed down.
+
+    Returns:
+        Seconds since the epoch.
+    """
+    stamp = os.environ.get(LAUNCHED_AT)
+    return float(stamp) if stamp else fallback
+
+
+def seconds_since(start: float) -> float:
+    """Wall seconds from `start` (seconds since the epoch) until now, rounded to ms."""
+    return round(time.time() - start, 3)
+
+
+def reach_index(returns, threshold: float) -> int | None:
+    """The index of the curve's first point whose return is at least `threshold`.
+
+    Args:
+        returns: the return at each point; NaN or None (no episode ended there) never reaches.
+        threshold: the return to reach.
+
+    Returns:
+        That index, or None when no point reaches the threshold.
+    """
+    for index, value in enumerate(returns):
+        if value is not None and not math.isnan(value) and value >= threshold:
+            return index
+    return None
+
+
+def first_reach(steps, returns, threshold: float) -> int | None:
+    """The env steps at the curve's first point whose return is at least `threshold`.
+
+    Args:
+        steps: env steps at each point, increasing.
+        returns: the return at each point, as `reach_index` reads them.
+        threshold: the return to reach.
+
+    Returns:
+        Those steps, or None when no point reaches the threshold.
+    """
+    index = reach_index(returns, threshold)
+    return None if index is None else int(steps[index])
+
+
+def time_to_return(steps, returns, threshold: float, *, before_train_s: float,
+                   train_s: float, total_steps: int) -> float | None:
+    """Wall seconds from the process's start until the curve first reaches `threshold`.
+
+    Args:
+        steps: env steps at each point of the curve.
+        returns: the return at each point.
+        threshold: the return to reach.
+        before_train_s: seconds from the process's start until training began (start-up,
+            imports, compile).
+        train_s: seconds the whole training took.
+        total_steps: env steps the whole training took (of one seed, as `steps` counts).
+
+    Returns:
+        Seconds, or None when the curve never reaches the threshold.
+    """
+    reached = first_reach(steps, returns, threshold)
+    if reached is None:
+        return None
+    return round(before_train_s + train_s * min(1.0, reached / total_steps), 3)
+
+
+def clock_time_to_return(times, returns, threshold: float, launched: float) -> float | None:
+    """Wall seconds from the process's start until the curve first reaches `threshold`, from
+    the wall clock taken at each point.
+
+    Args:
+        times: seconds since the epoch at each point; None where none was taken (the point's
+            time is then the last one taken before it).
+        returns: the return at each point.
+        threshold: the return to reach.
+        launched: when the process was launched, seconds since the epoch.
+
+    Returns:
+        Seconds, or None when the curve never reaches the threshold.
+    """
+    index = reach_index(returns, threshold)
+    if index is None:
+        return None
+    taken = [t for t in times[:index + 1] if t is not None]
+    return round(taken[-1] - launched, 3) if taken else None
+
+
+def moving_mean(values, fraction: float = 0.05) -> list:
+    """A curve's trailing moving mean over a share of its points, NaNs left out: over the same
+    share of two runs of one budget it spans the same env steps, whatever their points' spacing.
+
+    Args:
+        values: the curve's returns (NaN or None where no episode ended).
+        fraction: the window, a share of the points (at least one point).
+
+    Returns:
+        The mean at each point over the window that ends there; NaN where it holds no value.
+    """
+    window = max(1, math.ceil(fraction * len(values)))
+    means = []
+    for end in range(1, len(values) + 1):
+        kept = [v for v in values[max(0, end - window):end]
+                if v is not None and not math.isnan(v)]
+        means.append(sum(kept) / len(kept) if kept else float("nan"))
+    return means
+
+
+def reaching(steps, returns, threshold: float, *, launched: float, times=None,
+             before_train_s: float | None = None, train_s: float | None = None,
+             total_steps: int | None = None) -> dict:
+    """When a side's curve first reaches `threshold`, and when its moving mean over a
+    twentieth of the run does (a side whose points each hold one or two episodes reaches a
+    single point early by chance; the mean over the same span of steps reads both sides alike).
+
+    Args:
+        steps: env steps at each point.
+        returns: the return at each point.
+        threshold: the return to reach.
+        launched: when the process was launched, seconds since the epoch.
+        times: the wall clock at each point where the side takes it (`clock_time_to_return`);
+            None to read the time off the steady training rate (`time_to_return`).
+        before_train_s: with the rate: seconds from the process's start to training.
+        train_s: with the rate: the whole training's seconds.
+        total_steps: with the rate: the whole training's env steps.
+
+    Returns:
+        `{"threshold", "reached_at_steps", "time_to_return_s", "reached_smoothed_at_steps",
+        "time_to_return_smoothed_s", "time_to_return_from"}` ("clock" or "rate").
+    """
+    def seconds(curve):
+        if times is not None:
+            return clock_time_to_return(times, curve, threshold, launched)
+        return time_to_return(steps, curve, threshold, before_train_s=before_train_s,
+                              train_s=train_s, total_steps=total_steps)
+
+    smooth = moving_mean(returns)
+    return {"threshold": threshold,
+            "reached_at_steps": first_reach(steps, returns, threshold),
+            "time_to_return_s": seconds(returns),
+            "reached_smoothed_at_steps": first_reach(steps, smooth, threshold),
+            "time_to_return_smoothed_s": seconds(smooth),
+            "time_to_return_from": "rate" if times is None else "clock"}
+
+
+def tail_mean(values, fraction: float = 0.05) -> float | None:
+    """The mean of the last `fraction` of a curve's points (at least one), NaNs left out.
+
+    Args:
+        values: the curve's returns.
+        fraction: the share of points, from the end.
+
+    Returns:
+        The mean rounded to 0.1, or None when those points are all NaN.
+    """
+    window = values[-max(1, math.ceil(fraction * len(values))):]
+    kept = [v for v in window if v is not None and not math.isnan(v)]
+    return round(sum(kept) / len(kept), 1) if kept else None
+
+
+def monitor_episodes(folder: Path) -> tuple[float, list[tuple]]:
+    """The episodes that SB3's `Monitor` wrote under `folder`, one `<rank>.monitor.csv` per env
+    (a `#` line of JSON with the wall clock at its start, `t_start`, then `r,l,t` rows: return,
+    length, seconds since `t_start`).
+
+    Args:
+        folder: searched recursively.
+
+    Returns:
+        `(the earliest t_start, [(rank, return, length, seconds since the epoch)])`, the
+        episodes in each env's order.
+    """
+    starts, episodes = [], []
+    for path in sorted(Path(folder).rglob("*.monitor.csv")):
+        lines = path.read_text().splitlines()
+        starts.append(json.loads(lines[0].lstrip("#"))["t_start"])
+        rank = int(path.name.split(".")[0])
+        for row in lines[2:]:
+            r, length, t = row.split(",")[:3]
+            episodes.append((rank, float(r), int(length), starts[-1] + float(t)))
+    return min(starts), episodes
+
+
+def rollout_curve(episodes: list[tuple], n_envs: int, rollout_steps: int,
+                  total_steps: int) -> tuple[list, list, list]:
+    """Each rollout's mean return of the episodes that ended in it, from an SB3 run's
+    `Monitor` episodes: its `n_envs` envs step together, so an episode of env `rank` ends at
+    global step `n_envs x` the steps of that env's episodes so far.
+
+    Args:
+        episodes: `[(rank, return, length, seconds since the epoch)]`, in each env's order.
+        n_envs: the envs stepped together.
+        rollout_steps: env steps per rollout, all envs' (`n_envs x n_steps`).
+        total_steps: env steps of the whole run.
+
+    Returns:
+        `(steps, returns, times)` per rollout: the env steps at its end, the mean return (NaN
+        where no episode ended) and the wall clock of its last episode's end (None there).
+    """
+    count = -(-total_steps // rollout_steps)
+    sums, ended, times = [0.0] * count, [0] * count, [None] * count
+    lived = {}
+    for rank, value, length, at in episodes:
+        lived[rank] = lived.get(rank, 0) + length
+        rollout = min(count, -(-n_envs * lived[rank] // rollout_steps)) - 1
+        sums[rollout] += value
+        ended[rollout] += 1
+        times[rollout] = max(at, times[rollout] or at)
+    returns = [s / n if n else float("nan") for s, n in zip(sums, ended)]
+    return [rollout_steps * (k + 1) for k in range(count)], returns, times
+
+
+def rounded(values) -> list:
+    """A curve's returns for JSON: rounded to 0.01, None for NaN (no episode ended there)."""
+    return [None if v is None or math.isnan(v) else round(v, 2) for v in values]
+
+
+def peak_rss_mib() -> float:
+    """The most resident memory this process has held so far, in MiB (Linux counts KiB)."""
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def driver_main(description: str, sides: tuple, measure, started: float) -> None:
+    """A driver's command line, `DRIVER SIDE PROGRAM OUT`: runs `measure(program, side,
+    launched)` and writes its result, with the process's time so far, to OUT as JSON.
+
+    Args:
+        description: the driver's first docstring line, for --help.
+        sides: the sides it runs.
+        measure: its function of (program dict, side, launch time) to a JSON-ready dict.
+        started: the driver's own stamp at the top of its file (`launched_at`'s fallback).
+    """
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("side", choices=sides)
+    parser.add_argument("program", type=json.loads, help="the program, a JSON object")
+    parser.add_argument("out", type=Path)
+    args = parser.parse_args()
+    launched = launched_at(started)
+    result = measure(args.program, args.side, launched)
+    result["process_s"] = seconds_since(launched)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps({k: v for k, v in result.items() if k not in ("curve", "ep_rew_mean")}),
+          flush=True)

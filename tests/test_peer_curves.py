@@ -1,0 +1,126 @@
+"""benchmarks/peer_curves.py: reading a learning curve to a time to a return."""
+
+import math
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+import peer_curves as curves  # noqa: E402
+
+NAN = float("nan")
+
+
+def test_first_reach_skips_points_without_episodes_and_below_the_threshold():
+    steps = [100, 200, 300, 400]
+    assert curves.reach_index([10.0, NAN, 475.0, 500.0], 475.0) == 2
+    assert curves.first_reach(steps, [10.0, NAN, 475.0, 500.0], 475.0) == 300
+    assert curves.first_reach(steps, [None, 474.9, NAN, 12.0], 475.0) is None
+
+
+def test_time_to_return_adds_the_share_of_training_up_to_the_point():
+    steps = [250, 500, 750, 1000]
+    returns = [20.0, 480.0, 500.0, 500.0]
+    # 500 of 1000 steps: half of 8 s of training after 3 s of start-up and compile
+    assert curves.time_to_return(steps, returns, 475.0, before_train_s=3.0, train_s=8.0,
+                                 total_steps=1000) == 7.0
+    assert curves.time_to_return(steps, [1.0] * 4, 475.0, before_train_s=3.0, train_s=8.0,
+                                 total_steps=1000) is None
+
+
+def test_time_to_return_caps_at_the_whole_training():
+    # an evaluation logged past the budget (rejax rounds its iterations up) is the end
+    assert curves.time_to_return([0, 1200], [0.0, 11.0], 10.0, before_train_s=1.0,
+                                 train_s=4.0, total_steps=1000) == 5.0
+
+
+def test_tail_mean_is_the_last_twentieth_without_nans():
+    values = [0.0] * 38 + [NAN, 300.0]
+    assert curves.tail_mean(values) == 300.0  # the last 2 of 40 points, the NaN left out
+    assert curves.tail_mean([1.0, 2.0, 3.0]) == 3.0  # at least one point
+    assert curves.tail_mean([5.0, NAN]) is None
+
+
+def test_launched_at_prefers_the_stamp_handed_down(monkeypatch):
+    monkeypatch.delenv(curves.LAUNCHED_AT, raising=False)
+    assert curves.launched_at(12.5) == 12.5
+    monkeypatch.setenv(curves.LAUNCHED_AT, "100.25")
+    assert curves.launched_at(12.5) == 100.25
+
+
+def test_peak_rss_is_positive_mib():
+    peak = curves.peak_rss_mib()
+    assert peak > 1 and not math.isnan(peak)
+
+
+def test_rounded_curves_hold_no_nan():
+    assert curves.rounded([1.234, NAN, None, 500.0]) == [1.23, None, None, 500.0]
+
+
+def test_budgets_as_the_peers_split_them():
+    import peer_rejax
+    import peer_sb3
+
+    cartpole = peer_rejax.REJAX_SETTINGS["cartpole"]
+    breakout = peer_rejax.REJAX_SETTINGS["breakout"]
+    # rejax rounds evaluations and the iterations between them up
+    assert peer_rejax.rejax_schedule(cartpole, lean=False) == (100, 2, 100_000)
+    assert peer_rejax.rejax_schedule(cartpole, lean=True) == (200, 1, 100_000)
+    assert peer_rejax.rejax_schedule(breakout, lean=False) == (20, 49, 1_003_520)
+    assert peer_rejax.rejax_schedule(breakout, lean=True) == (977, 1, 1_000_448)
+    # SB3 runs whole rollouts of 8 x 32 steps to at least the budget
+    assert peer_sb3.budget({}) == (100_000, 100_096)
+    assert peer_sb3.budget({"total_timesteps": 512}) == (512, 512)
+
+
+def test_a_turn_that_never_reaches_is_counted():
+    import other_peers
+
+    assert other_peers.reached([1.0, 2.0], [3.0, 4.0], "sb3") == ""
+    assert other_peers.reached([None, 2.0], [3.0, 4.0], "sb3") == (
+        " (reached in 1 of 2 turns by sb3, 2 by purerl)")
+
+
+def test_clock_time_to_return_reads_the_first_reaching_point():
+    times = [105.0, 110.0, 130.0]
+    assert curves.clock_time_to_return(times, [9.0, 10.0, 12.0], 10.0, launched=100.0) == 10.0
+    assert curves.clock_time_to_return(times, [9.0, NAN, 2.0], 10.0, launched=100.0) is None
+
+
+def test_rollout_curve_groups_monitor_episodes_by_the_rollout_they_ended_in(tmp_path):
+    # 2 envs, rollouts of 2 x 4 = 8 steps, 24 steps in all
+    (tmp_path / "0.monitor.csv").write_text(
+        '#{"t_start": 100.0, "env_id": "CartPole-v1"}\nr,l,t\n3.0,3,1.0\n5.0,5,2.0\n')
+    (tmp_path / "1.monitor.csv").write_text(
+        '#{"t_start": 100.5, "env_id": "CartPole-v1"}\nr,l,t\n4.0,4,1.5\n')
+    t_start, episodes = curves.monitor_episodes(tmp_path)
+    assert t_start == 100.0
+    assert sorted(episodes) == [(0, 3.0, 3, 101.0), (0, 5.0, 5, 102.0), (1, 4.0, 4, 102.0)]
+    steps, returns, times = curves.rollout_curve(episodes, n_envs=2, rollout_steps=8,
+                                                 total_steps=24)
+    # env 0 ends at global steps 6 and 16, env 1 at 8: rollouts 1, 2 and 1
+    assert steps == [8, 16, 24]
+    assert returns[:2] == [3.5, 5.0] and math.isnan(returns[2])
+    assert times == [102.0, 102.0, None]
+
+
+def test_moving_mean_trails_over_a_twentieth_of_the_points():
+    values = [0.0] * 18 + [500.0, NAN]  # 20 points: a window of one
+    assert curves.moving_mean(values)[18] == 500.0 and math.isnan(curves.moving_mean(values)[19])
+    values = [0.0] * 38 + [500.0, 500.0]  # 40 points: a window of two
+    assert curves.moving_mean(values)[-3:] == [0.0, 250.0, 500.0]
+
+
+def test_reaching_reads_a_lucky_point_and_the_moving_mean_apart():
+    steps = list(range(100, 4100, 100))  # 40 points, a window of two
+    returns = [10.0] * 10 + [500.0] + [10.0] * 19 + [480.0] * 10
+    rate = curves.reaching(steps, returns, 475.0, launched=0.0, before_train_s=2.0,
+                           train_s=4.0, total_steps=4000)
+    assert rate["reached_at_steps"] == 1100 and rate["time_to_return_s"] == 3.1
+    assert rate["reached_smoothed_at_steps"] == 3200
+    assert rate["time_to_return_smoothed_s"] == 5.2
+    assert rate["time_to_return_from"] == "rate"
+    times = [None] * 31 + [50.0] + [None] * 8  # a clock taken at some points only
+    clock = curves.reaching(steps, returns, 475.0, launched=20.0, times=times)
+    assert clock["time_to_return_s"] is None  # no clock taken by the lucky point
+    assert clock["time_to_return_smoothed_s"] == 30.0
