@@ -159,6 +159,25 @@ def final_return(return_sums: np.ndarray, counts: np.ndarray) -> float | None:
     return round(float(return_sums[:, -window:].sum() / count), 1) if count else None
 
 
+def purerl_curve(config, metrics) -> tuple[list, list]:
+    """A purerl run's training curve, as the other peers' drivers read it.
+
+    Args:
+        config: the run's `Config`.
+        metrics: its `Metrics`, leaves `[S, num_updates]`.
+
+    Returns:
+        `([U] env steps of one seed after each update, [U] mean return of the episodes that
+        ended in the update over all seeds, NaN where none did)`.
+    """
+    sums = np.asarray(metrics.episode_return_sum, dtype=np.float64).reshape(
+        -1, config.num_updates).sum(axis=0)
+    counts = np.asarray(metrics.episode_count).reshape(-1, config.num_updates).sum(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        returns = (sums / counts).tolist()
+    return [config.batch_size * k for k in range(1, config.num_updates + 1)], returns
+
+
 def compile_and_run(train, key) -> tuple[dict, object]:
     """`jax.jit(train).lower(key)`, its `.compile()` and one call of the compiled program up to
     `jax.block_until_ready`, timed apart.

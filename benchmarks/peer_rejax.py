@@ -63,7 +63,7 @@ import json  # noqa: E402
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 import peer_curves as curves  # noqa: E402  (this file's folder is first on sys.path)
-from peer_driver import compile_and_run, start_jax  # noqa: E402
+from peer_driver import compile_and_run, purerl_curve, start_jax  # noqa: E402
 
 SEED = 0
 # rejax's PPO settings (keraJLi/rejax configs/gymnax/cartpole.yaml, benchmark/breakout_1m.yaml).
@@ -268,15 +268,9 @@ def purerl_program(spec: dict):
     env_steps = rejax_schedule(settings_of(spec), lean=True)[2]
     config = purerl_config(spec, env_steps)
     purerl.validate(config, jax.local_device_count())
-    steps = [config.batch_size * k for k in range(1, config.num_updates + 1)]
 
     def curve(output):
-        _, metrics = output
-        sums = np.asarray(metrics.episode_return_sum, dtype=np.float64).reshape(
-            spec["num_seeds"], -1).sum(axis=0)
-        counts = np.asarray(metrics.episode_count).reshape(spec["num_seeds"], -1).sum(axis=0)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return steps, (sums / counts).tolist(), None  # NaN where no episode ended
+        return *purerl_curve(config, output[1]), None
 
     return purerl.make_train(config), jax.random.key(SEED), env_steps, curve
 

@@ -241,19 +241,14 @@ def run_purerl(spec: dict, launched: float) -> dict:
         As `run_sb3`, with the compile timed apart (`lower_s`, `compile_s`).
     """
     import jax
-    import numpy as np
-    from peer_driver import compile_and_run
+    from peer_driver import compile_and_run, purerl_curve
 
     import purerl
 
     config = purerl_config(spec)
     purerl.validate(config, jax.local_device_count())
     timings, (_, metrics) = compile_and_run(purerl.make_train(config), jax.random.key(SEED))
-    sums = np.asarray(metrics.episode_return_sum, dtype=np.float64).reshape(-1)
-    counts = np.asarray(metrics.episode_count).reshape(-1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        returns = (sums / counts).tolist()  # NaN where no episode ended
-    steps = [config.batch_size * k for k in range(1, config.num_updates + 1)]
+    steps, returns = purerl_curve(config, metrics)  # NaN where no episode ended
     before_train_s = round(curves.seconds_since(launched) - timings["train_s"], 3)
     env_steps = config.num_updates * config.batch_size
     return {**timings, "before_train_s": before_train_s, "env_steps": env_steps,

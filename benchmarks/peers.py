@@ -361,10 +361,9 @@ def markdown(lines: list[dict], sides: tuple = PEER_SIDES) -> str:
     """The table of `lines`, whose sides `sides` names: (the ratio's denominator, numerator),
     keys of HEADINGS."""
     theirs, ours = sides
-    heading = HEADINGS
     ratio_heading = ("GRU / MLP" if sides == GRU_VS_MLP_SIDES
-                     else f"{heading[ours]} / {heading[theirs]}")
-    table = [f"| what | {heading[theirs]} | {heading[ours]} | {ratio_heading} | ratio of |",
+                     else f"{HEADINGS[ours]} / {HEADINGS[theirs]}")
+    table = [f"| what | {HEADINGS[theirs]} | {HEADINGS[ours]} | {ratio_heading} | ratio of |",
              "| --- | ---: | ---: | ---: | --- |"]
     for line in lines:
         ratio = "" if line["ratio"] is None else f"{line['ratio']:.2f}"

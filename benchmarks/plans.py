@@ -5,10 +5,10 @@ program timed with each path alone, all of them (the CPU plan) and none (the pla
     python benchmarks/plans.py --num-envs 64 --timesteps 500_000 --out /tmp/plans.json
 
 Each variant is compiled, then called `--repeats` times with the variants taking turns; the best
-call counts. A path with a size threshold (`resets_ahead`, `gather_ahead_bytes`,
-`packed_sort_bits`) takes effect only where the program is within it, as in a run: above it,
-that variant runs the plain program. The program is purerl's CartPole default (PureJaxRL's
-setting), as in `peer_driver.py`'s rows.
+call counts (`throughput.timed`). A path with a size threshold (`resets_ahead`,
+`gather_ahead_bytes`, `packed_sort_bits`) takes effect only where the program is within it, as
+in a run: above it, that variant runs the plain program. The program is purerl's CartPole
+default (PureJaxRL's setting), as in `peer_driver.py`'s rows.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import jax
+from throughput import timed  # this file's folder is first on sys.path
 
 import purerl
 from purerl.config import Config, EnvConfig
@@ -47,25 +48,20 @@ def main() -> None:
                     env=EnvConfig(name="CartPole-v1", num_envs=args.num_envs))
     purerl.validate(config, jax.local_device_count())
     key, env_steps = jax.random.key(0), config.num_updates * config.batch_size
-    compiled, rows = {}, {}
+    compiled, rows = {}, []
     for name, plan in variants().items():
         start = time.perf_counter()
         compiled[name] = jax.jit(make_train(config, plan=plan)).lower(key).compile()
-        rows[name] = {"variant": name, "compile_s": round(time.perf_counter() - start, 2),
-                      "train_s": float("inf")}
-    for i in range(args.repeats):
-        for name, program in compiled.items():
-            start = time.perf_counter()
-            jax.block_until_ready(program(jax.random.fold_in(key, i)))
-            rows[name]["train_s"] = min(rows[name]["train_s"], time.perf_counter() - start)
-    for row in rows.values():
-        row["train_s"] = round(row["train_s"], 3)
+        rows.append({"variant": name, "compile_s": round(time.perf_counter() - start, 2)})
+    best, _ = timed(compiled, key, args.repeats)
+    for row in rows:
+        row["train_s"] = round(best[row["variant"]], 3)
         row["sps"] = round(env_steps / row["train_s"])
         print(json.dumps(row), flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"backend": jax.default_backend(), "jax": jax.__version__,
                                     "num_envs": args.num_envs, "env_steps": env_steps,
-                                    "rows": list(rows.values())}, indent=2) + "\n")
+                                    "rows": rows}, indent=2) + "\n")
 
 
 if __name__ == "__main__":
