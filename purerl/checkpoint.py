@@ -24,7 +24,7 @@ from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 import jax
 
-from purerl.config import Config, ConfigError
+from purerl.config import Config, ConfigError, flat_settings
 from purerl.version import __version__
 from purerl.write_errors import WriteError, quiet_after_failure, writes_to
 
@@ -241,18 +241,11 @@ def config_record(config: Config) -> Dict:
     return dataclasses.asdict(config)
 
 
-def _flatten(tree: Any, prefix: str = "") -> Dict[str, Any]:
-    if not isinstance(tree, dict):
-        return {prefix[:-1]: tree}
-    return {k: v for key, value in tree.items()
-            for k, v in _flatten(value, f"{prefix}{key}.").items()}
-
-
 def config_differences(saved: Dict, config: Config, ignore=RESUMABLE_CHANGES) -> List[str]:
     """`key: saved -> now` for every setting that differs, but those in `ignore`; a setting
     that the saved config lacks (added to purerl later) counts as its default."""
-    old = _flatten(config_record(_from_dict(Config, saved)))
-    new = _flatten(config_record(config))
+    old = flat_settings(config_record(_from_dict(Config, saved)))
+    new = flat_settings(config_record(config))
     keys = sorted(k for k in set(old) | set(new) if k.split(".")[0] not in ignore)
     return [f"{k}={old.get(k)!r} -> {new.get(k)!r}" for k in keys if old.get(k) != new.get(k)]
 

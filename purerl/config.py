@@ -328,6 +328,15 @@ class Config:
         return {name: self.schedule(name) for name in SCHEDULED_HYPERPARAMS}
 
 
+def flat_settings(tree: Any, prefix: str = "") -> Dict[str, Any]:
+    """A config record (nested dicts, as `dataclasses.asdict(config)` gives it) as dotted keys,
+    the command line's spelling: `{"ppo": {"lr": 0.001}}` -> `{"ppo.lr": 0.001}`."""
+    if not isinstance(tree, dict):
+        return {prefix[:-1]: tree}
+    return {k: v for key, value in tree.items()
+            for k, v in flat_settings(value, f"{prefix}{key}.").items()}
+
+
 def env_devices(num_members: int, num_devices: int) -> int:
     """How many devices a run's envs are split over: none (1) when its members (seeds) split
     evenly over the `num_devices` devices (each device then trains members of its own, with no
