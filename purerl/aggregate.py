@@ -13,7 +13,7 @@ rliable's numbers (`tests/test_report.py` compares them).
 
 from __future__ import annotations
 
-from typing import Callable, Dict, Iterator, Mapping, Sequence, Tuple, Union
+from typing import Callable, Dict, Hashable, Iterator, Mapping, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -142,19 +142,24 @@ def independent_resamples(arrays: Sequence[np.ndarray], reps: int,
       Tuples of `[r, N_i, M, ...]` arrays, `reps` replicates in all.
     """
     chunk = max(1, CHUNK_ELEMENTS // sum(a.size for a in arrays))
+    alike = len({a.shape for a in arrays}) == 1  # then one draw per chunk is the same stream
     for start in range(0, reps, chunk):
         r = min(chunk, reps - start)
-        runs = [np.empty((r, *a.shape), dtype=np.int64) for a in arrays]
-        for i in range(r):
-            for a, out in zip(arrays, runs):
-                out[i] = rng.choice(a.shape[0], size=a.shape, replace=True)
+        if alike:
+            drawn = rng.choice(arrays[0].shape[0], size=(r, len(arrays), *arrays[0].shape))
+            runs = [drawn[:, i] for i in range(len(arrays))]
+        else:
+            runs = [np.empty((r, *a.shape), dtype=np.int64) for a in arrays]
+            for i in range(r):
+                for a, out in zip(arrays, runs):
+                    out[i] = rng.choice(a.shape[0], size=a.shape, replace=True)
         yield tuple(np.take_along_axis(np.broadcast_to(a, (r, *a.shape)), idx, axis=1)
                     for a, idx in zip(arrays, runs))
 
 
-def interval_estimates(score_dict: Mapping[str, Scores], func: Callable[..., np.ndarray],
-                       reps: int = 50_000, size: float = 0.95,
-                       seed: int = 0) -> Tuple[Dict[str, np.ndarray], Dict[str, np.ndarray]]:
+def interval_estimates(score_dict: Mapping[Hashable, Scores], func: Callable[..., np.ndarray],
+                       reps: int = 50_000, size: float = 0.95, seed: int = 0
+                       ) -> Tuple[Dict[Hashable, np.ndarray], Dict[Hashable, np.ndarray]]:
     """Point estimates and percentile bootstrap confidence intervals of `func` per group, as
     rliable's `get_interval_estimates(score_dict, func, reps=reps,
     confidence_interval_size=size)` computes them after `np.random.seed(seed)`.
