@@ -9,8 +9,9 @@ each other group's; performance profiles; and the IQM against env steps. The def
 rliable's (Agarwal et al., NeurIPS 2021), reproduced in `purerl.aggregate`.
 
     DIR ...               run directories, or folders to search for them (at least one)
-    group_by=run          run: each run (a sweep: each grid point); or a setting, e.g. ppo.lr,
-                          env.name (a sweep member's swept values are its own)
+    group_by=run          run: each run (a sweep: each grid point); all: one group; or a
+                          setting, e.g. ppo.lr, env.name (a sweep member's swept values are
+                          its own)
     metric=final_return   final_return (the last 5% of updates' episodes, per member), or
                           eval_return/<temperature> (the last evaluation), e.g. eval_return/0.0
     normalize=auto        presets: (return - random) / (target - random) per env, the ranges of
@@ -104,12 +105,12 @@ def parse_args(argv: Sequence[str]) -> ReportArgs:
         raise ConfigError(f"reps={args.reps} must be at least 100")
     if args.metric != FINAL_RETURN:
         args.metric = _eval_metric(args.metric)
-    known = ["run", *flat_settings(dataclasses.asdict(Config()))]
+    known = ["run", "all", *flat_settings(dataclasses.asdict(Config()))]
     if args.group_by not in known and not args.group_by.startswith("env.params."):
         close = difflib.get_close_matches(args.group_by, known, n=1)
         hint = f" (did you mean {close[0]}?)" if close else ""
-        raise ConfigError(f"unknown group_by={args.group_by}: run, or a setting such as ppo.lr"
-                          f"{hint}")
+        raise ConfigError(f"unknown group_by={args.group_by}: run, all, or a setting such as "
+                          f"ppo.lr{hint}")
     return args
 
 
@@ -178,7 +179,8 @@ def group_samples(samples: List[Sample], group_by: str, metric: str,
 
     Args:
         samples: every sample read.
-        group_by: "run" (each run directory and grid point), or a dotted setting.
+        group_by: "run" (each run directory and grid point), "all" (one group), or a dotted
+            setting.
         metric: the score taken of each sample.
         ranges: per env `{"random", "target"}` to normalize by, or None.
 
@@ -208,7 +210,7 @@ def group_samples(samples: List[Sample], group_by: str, metric: str,
                               "needs as many runs of each env")
         scores = np.array([[_score(s, metric, ranges) for s in row] for row in zip(*columns)])
         groups.append(Group(label, envs, scores, [list(row) for row in zip(*columns)]))
-    if group_by != "run":  # by the setting's value, numbers numerically
+    if group_by not in ("run", "all"):  # by the setting's value, numbers numerically
         groups.sort(key=lambda g: _value_order(g.samples[0][0].settings.get(group_by)))
     return groups
 
@@ -216,6 +218,8 @@ def group_samples(samples: List[Sample], group_by: str, metric: str,
 def _labels(samples: List[Sample], group_by: str) -> Dict[Tuple[Path, int], str]:
     """Each sample's group label, by `(run_dir, member)`: `ppo.lr=0.001`; by run, the run's
     path below the runs' common folder (a single run's as given) and its grid point."""
+    if group_by == "all":
+        return {(s.run_dir, s.member): "all" for s in samples}
     if group_by != "run":
         return {(s.run_dir, s.member): f"{group_by}={_format(s.settings.get(group_by))}"
                 for s in samples}

@@ -183,9 +183,9 @@ def test_several_envs_normalized_by_the_presets_ranges(tmp_path):
     conf/score_ranges.yaml's ranges: a group's envs are its tasks."""
     write_run(tmp_path / "cartpole", [475.0, 22.5])  # the target and the random return
     write_run(tmp_path / "acrobot", [-100.0, -299.35], env="Acrobot-v1")
-    result = report(tmp_path, "group_by=ppo.lr", out=tmp_path / "report")
+    result = report(tmp_path, "group_by=all", out=tmp_path / "report")
     (group,) = result["groups"]
-    assert group["envs"] == ["Acrobot-v1", "CartPole-v1"]
+    assert group["label"] == "all" and group["envs"] == ["Acrobot-v1", "CartPole-v1"]
     np.testing.assert_allclose(group["scores"], [[1.0, 1.0], [0.5, 0.0]])
     assert result["optimality_target"] == 1.0
     assert set(result["normalized_by"]) == {"Acrobot-v1", "CartPole-v1"}
@@ -212,8 +212,8 @@ ERRORS = [
     ("runs", ["metric=eval_return/0.5"], r"^metric=eval_return/0.5: \S+ has no such metric \(it "
      r"has final_return, eval_return/1.0\)$"),
     ("runs", ["metric=final"], r"^unknown metric=final: final_return, or eval_return/"),
-    ("runs", ["group_by=ppo.lrr"], r"^unknown group_by=ppo.lrr: run, or a setting such as "
-     r"ppo.lr \(did you mean ppo.lr\?\)$"),
+    ("runs", ["group_by=ppo.lrr"], r"^unknown group_by=ppo.lrr: run, all, or a setting such "
+     r"as ppo.lr \(did you mean ppo.lr\?\)$"),
     ("asterix", [], r"^normalize=presets: \S+score_ranges.yaml has no score range \(random and "
      r"target\) of Asterix-MinAtar; give normalize=<file.yaml> with a line "),
 ]
