@@ -288,7 +288,7 @@ def make_report(args: ReportArgs) -> Dict:
     scale = "normalized " if ranges else ""
     report["profiles"] = _profiles(groups, out / "performance_profiles.png",
                                    f"{scale}{args.metric}", args.seed)
-    curve = "episode return" if args.metric == FINAL_RETURN else args.metric
+    curve = "episode return (moving mean)" if args.metric == FINAL_RETURN else args.metric
     report["curves"] = _curves(groups, args.metric, ranges, out / "sample_efficiency.png",
                                f"IQM of {scale}{curve}", args.seed)
     (out / "report.json").write_text(json.dumps(report, indent=1) + "\n")
@@ -358,12 +358,18 @@ def _profiles(groups: List[Group], path: Path, xlabel: str, seed: int) -> Dict:
 def _curves(groups: List[Group], metric: str, ranges: Optional[Dict], path: Path, ylabel: str,
             seed: int) -> Dict:
     """Each group's IQM against env steps with its interval, drawn to `path` (when any group
-    has one); a group whose runs share no stretch of env steps has none."""
-    from purerl.logging.plots import sample_efficiency_figure, save_png
+    has one); a group whose runs share no stretch of env steps has none. Episode returns per
+    update are each run's moving mean over a twentieth of its updates first (as
+    learning_curve.png's thick line); evaluations are taken as they are."""
+    from purerl.logging.plots import sample_efficiency_figure, save_png, smooth, smoothing_window
+
+    def own(sample):
+        x, y = sample.curves[metric]
+        return (x, smooth(y, smoothing_window(y.size))) if metric == FINAL_RETURN else (x, y)
 
     curves = {}
     for g in groups:
-        grid, values = common_curve([[s.curves[metric] for s in row] for row in g.samples])
+        grid, values = common_curve([[own(s) for s in row] for row in g.samples])
         if grid is None:
             continue
         if ranges:
@@ -428,7 +434,8 @@ def markdown(report: Dict) -> str:
                  for n in names]
         lines.append(f"| {g['label']} | {g['runs_per_env']} x {len(g['envs'])} | "
                      + " | ".join(cells) + " |")
-    lines.append("")
+    lines += ["", "Median: of the envs' means (rliable's definition; with one env, their mean).",
+              ""]
     if target is not None:
         lines.append(f"Optimality gap: how far the runs stay below {target:.4g} on average (a "
                      "run above it counts as it); lower is better.")
