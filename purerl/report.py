@@ -40,6 +40,7 @@ from purerl import aggregate
 from purerl.config import Config, ConfigError, flat_settings
 from purerl.results import EVAL_RETURN, FINAL_RETURN, Sample, read_samples
 from purerl.settings_help import config_dir
+from purerl.write_errors import WriteError, writes_to
 
 CURVE_POINTS = 50  # env-step points of a sample-efficiency curve
 PROFILE_POINTS = 101  # thresholds of a performance profile
@@ -266,7 +267,14 @@ def make_report(args: ReportArgs) -> Dict:
     Raises:
         ConfigError: no runs; raw returns of several envs; a group with 1 run of an env; an
             unknown metric; an env without a score range.
+        purerl.write_errors.WriteError: a file in `args.out` could not be written.
     """
+    with writes_to(Path(args.out)):
+        return _make_report(args)
+
+
+def _make_report(args: ReportArgs) -> Dict:
+    """`make_report`, its writes' failures as they come."""
     samples, skipped = read_samples([Path(d) for d in args.dirs])
     if not samples:
         raise ConfigError(f"no finished runs in {', '.join(args.dirs)} (skipped: "
@@ -476,6 +484,9 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     except ConfigError as error:
         print(f"purerl: error: {error}", file=sys.stderr)
         sys.exit(2)
+    except WriteError as error:
+        print(f"purerl: error: {error}", file=sys.stderr)
+        sys.exit(1)
     print(markdown(report), end="")
     written = [name for name in FILES if (Path(args.out) / name).exists()]
     print(f"\nwrote {', '.join(str(Path(args.out) / name) for name in written)}")

@@ -243,6 +243,14 @@ def test_bad_input_is_one_line(bad_inputs, folder, argv, message):
     assert "\n" not in str(error.value)
 
 
+def test_a_failed_write_names_the_path(bad_inputs):
+    from purerl.write_errors import WriteError
+
+    (bad_inputs / "a_file").write_text("")
+    with pytest.raises(WriteError, match=r"^cannot write \S+a_file/out: Not a directory$"):
+        report(bad_inputs / "runs", out=bad_inputs / "a_file" / "out")
+
+
 def test_the_command_line_prints_the_report_and_errors_in_one_line(bad_inputs, tmp_path):
     """`python -m purerl.report` as a user runs it: the report on stdout and in `out`; bad
     input one line on stderr, exit code 2, no traceback; `--help`."""
