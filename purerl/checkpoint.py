@@ -24,7 +24,7 @@ from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 import jax
 
-from purerl.config import Config, ConfigError, flat_settings
+from purerl.config import RESUMABLE_CHANGES, Config, ConfigError, flat_settings
 from purerl.version import __version__
 from purerl.write_errors import WriteError, quiet_after_failure, writes_to
 
@@ -32,11 +32,6 @@ log = logging.getLogger("purerl")
 CHECKPOINTS = "checkpoints"
 TEMPORARY = ".orbax-checkpoint-tmp"  # in the name of a save's directory until it is complete
 BEST = "best"  # checkpoints/best/: the best policy by eval return, when checkpoint.best
-# Settings that cannot change a run's result: a resumed run may change them.
-RESUMABLE_CHANGES = ("log_every", "log", "eval", "checkpoint", "resume", "init_from", "init_member",
-                     "compile_cache", "cpu_devices", "distributed", "stop_at_return")
-# (apart: the device count, and `total_timesteps`, which may grow: training more)
-
 
 def import_orbax():
     """orbax.checkpoint, imported at its first use (it takes a while)."""

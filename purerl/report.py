@@ -37,7 +37,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from purerl import aggregate
-from purerl.config import Config, ConfigError, flat_settings
+from purerl.config import Config, ConfigError, flat_settings, result_settings
 from purerl.results import EVAL_RETURN, FINAL_RETURN, Sample, read_samples
 from purerl.settings_help import config_dir
 from purerl.write_errors import WriteError, writes_to
@@ -106,12 +106,12 @@ def parse_args(argv: Sequence[str]) -> ReportArgs:
         raise ConfigError(f"reps={args.reps} must be at least 100")
     if args.metric != FINAL_RETURN:
         args.metric = _eval_metric(args.metric)
-    known = ["run", "all", *flat_settings(dataclasses.asdict(Config()))]
+    known = ["run", "all", *flat_settings(result_settings(dataclasses.asdict(Config())))]
     if args.group_by not in known and not args.group_by.startswith("env.params."):
         close = difflib.get_close_matches(args.group_by, known, n=1)
         hint = f" (did you mean {close[0]}?)" if close else ""
-        raise ConfigError(f"unknown group_by={args.group_by}: run, all, or a setting such as "
-                          f"ppo.lr{hint}")
+        raise ConfigError(f"unknown group_by={args.group_by}: run, all, or a setting that "
+                          f"shapes the result, such as ppo.lr{hint}")
     return args
 
 

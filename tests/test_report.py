@@ -88,11 +88,13 @@ def write_run(run_dir: Path, finals, env: str = "CartPole-v1", status: str = "co
 
     from conftest import tiny_config
 
+    from purerl.config import result_settings
+
     config = tiny_config(**{"env.name": env, "num_seeds": len(finals) // _points(sweep),
                             **{f"sweep.{k}": v for k, v in (sweep or {}).items()}, **settings})
     summary = {"env": env, "status": status, "num_seeds": config.num_seeds,
                "final_return": float(np.mean(finals)), "final_return_per_seed": list(finals),
-               "config": asdict(config)}
+               "config": result_settings(asdict(config))}
     if sweep:
         summary["members"] = [{"member": m, "hparams": config.sweep.grid()[m // config.num_seeds]}
                               for m in range(len(finals))]
@@ -212,8 +214,9 @@ ERRORS = [
     ("runs", ["metric=eval_return/0.5"], r"^metric=eval_return/0.5: \S+ has no such metric \(it "
      r"has final_return, eval_return/1.0\)$"),
     ("runs", ["metric=final"], r"^unknown metric=final: final_return, or eval_return/"),
-    ("runs", ["group_by=ppo.lrr"], r"^unknown group_by=ppo.lrr: run, all, or a setting such "
-     r"as ppo.lr \(did you mean ppo.lr\?\)$"),
+    ("runs", ["group_by=ppo.lrr"], r"^unknown group_by=ppo.lrr: run, all, or a setting that "
+     r"shapes the result, such as ppo.lr \(did you mean ppo.lr\?\)$"),
+    ("runs", ["group_by=eval.every"], r"^unknown group_by=eval.every: "),
     ("asterix", [], r"^normalize=presets: \S+score_ranges.yaml has no score range \(random and "
      r"target\) of Asterix-MinAtar; give normalize=<file.yaml> with a line "),
 ]
@@ -311,6 +314,7 @@ def test_metrics_jsonl_keeps_each_seeds_values(two_seeds):
     np.testing.assert_allclose(rows[-1]["episode_return_per_member"],
                                summary["final_return_per_seed"], rtol=1e-6)
     assert summary["config"]["num_seeds"] == 2 and summary["config"]["env"]["num_envs"] == 4
+    assert "resume" not in summary["config"]  # what may change on resume is left out
 
 
 def test_a_report_of_a_real_run(two_seeds, tmp_path):
