@@ -24,7 +24,7 @@ from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 import jax
 
-from purerl.config import Config, ConfigError
+from purerl.config import RESUMABLE_CHANGES, Config, ConfigError, flat_settings
 from purerl.version import __version__
 from purerl.write_errors import WriteError, quiet_after_failure, writes_to
 
@@ -32,11 +32,6 @@ log = logging.getLogger("purerl")
 CHECKPOINTS = "checkpoints"
 TEMPORARY = ".orbax-checkpoint-tmp"  # in the name of a save's directory until it is complete
 BEST = "best"  # checkpoints/best/: the best policy by eval return, when checkpoint.best
-# Settings that cannot change a run's result: a resumed run may change them.
-RESUMABLE_CHANGES = ("log_every", "log", "eval", "checkpoint", "resume", "init_from", "init_member",
-                     "compile_cache", "cpu_devices", "distributed", "stop_at_return")
-# (apart: the device count, and `total_timesteps`, which may grow: training more)
-
 
 def import_orbax():
     """orbax.checkpoint, imported at its first use (it takes a while)."""
@@ -241,18 +236,11 @@ def config_record(config: Config) -> Dict:
     return dataclasses.asdict(config)
 
 
-def _flatten(tree: Any, prefix: str = "") -> Dict[str, Any]:
-    if not isinstance(tree, dict):
-        return {prefix[:-1]: tree}
-    return {k: v for key, value in tree.items()
-            for k, v in _flatten(value, f"{prefix}{key}.").items()}
-
-
 def config_differences(saved: Dict, config: Config, ignore=RESUMABLE_CHANGES) -> List[str]:
     """`key: saved -> now` for every setting that differs, but those in `ignore`; a setting
     that the saved config lacks (added to purerl later) counts as its default."""
-    old = _flatten(config_record(_from_dict(Config, saved)))
-    new = _flatten(config_record(config))
+    old = flat_settings(config_record(_from_dict(Config, saved)))
+    new = flat_settings(config_record(config))
     keys = sorted(k for k in set(old) | set(new) if k.split(".")[0] not in ignore)
     return [f"{k}={old.get(k)!r} -> {new.get(k)!r}" for k in keys if old.get(k) != new.get(k)]
 

@@ -17,6 +17,10 @@ PRNG_IMPLS = ("threefry2x32", "rbg", "unsafe_rbg")
 ACTIVATIONS = ("tanh", "relu", "gelu", "swish", "silu", "elu", "leaky_relu", "sigmoid", "softplus")
 CONV_PADDINGS = ("SAME", "VALID")
 RNN_CELLS = ("gru", "lstm")
+# Settings that cannot change a run's result: a resumed run may change them (apart: the device
+# count, and `total_timesteps`, which may grow: training more).
+RESUMABLE_CHANGES = ("log_every", "log", "eval", "checkpoint", "resume", "init_from", "init_member",
+                     "compile_cache", "cpu_devices", "distributed", "stop_at_return")
 # The hyperparameters a sweep may vary inside one program (arrays in it, not shapes).
 SWEEPABLE = ("lr", "gamma", "gae_lambda", "clip_eps", "ent_coef", "vf_coef", "max_grad_norm",
              "target_kl")
@@ -326,6 +330,22 @@ class Config:
                 gae_lambda, as `schedule` gives each.
         """
         return {name: self.schedule(name) for name in SCHEDULED_HYPERPARAMS}
+
+
+def flat_settings(tree: Any, prefix: str = "") -> Dict[str, Any]:
+    """A config record (nested dicts, as `dataclasses.asdict(config)` gives it) as dotted keys,
+    the command line's spelling: `{"ppo": {"lr": 0.001}}` -> `{"ppo.lr": 0.001}`."""
+    if not isinstance(tree, dict):
+        return {prefix[:-1]: tree}
+    return {k: v for key, value in tree.items()
+            for k, v in flat_settings(value, f"{prefix}{key}.").items()}
+
+
+def result_settings(record: Dict) -> Dict:
+    """The settings that shape a run's result: a config record (`dataclasses.asdict(config)`)
+    without the groups and keys of `RESUMABLE_CHANGES`, as summary.json's `config` holds
+    them."""
+    return {key: value for key, value in record.items() if key not in RESUMABLE_CHANGES}
 
 
 def env_devices(num_members: int, num_devices: int) -> int:

@@ -215,7 +215,7 @@ class Evaluate(Event):
 
         from purerl.compiling import EVAL_STREAM, eval_keys
         from purerl.distributed import to_host
-        from purerl.logging.sinks import eval_key, json_number
+        from purerl.logging.sinks import eval_key, json_number, per_member_key
         from purerl.sweep import is_sweep
 
         config, key = run.config, run.key
@@ -225,15 +225,17 @@ class Evaluate(Event):
         members = np.asarray(to_host(result).episode_return)  # [M, temperatures]
         temperatures = [str(float(t)) for t in config.eval.temperatures]
         returns = {t: json_number(v) for t, v in zip(temperatures, members.mean(axis=0))}
+        per_member = {t: [json_number(v) for v in members[:, i]]
+                      for i, t in enumerate(temperatures)}
         previous_best = run.history.best_eval()
         entry = {"update": run.update, "env_steps": run.env_steps, "returns": returns}
         if is_sweep(config):
-            entry["per_member"] = {t: [json_number(v) for v in members[:, i]]
-                                   for i, t in enumerate(temperatures)}
+            entry["per_member"] = per_member
         run.history.evals.append(entry)
         if run.best is not None and run.history.best_eval() != previous_best:
             run.best.save(run.update, run.state, run.record())
         chunk.rows[-1].update({eval_key(t): v for t, v in returns.items()})
+        chunk.rows[-1].update({per_member_key(eval_key(t)): v for t, v in per_member.items()})
         chunk.evaluated = True
 
 

@@ -233,7 +233,7 @@ def _run_chunk(run: Run, num: int, signals: StopSignals) -> Chunk:
 
     from purerl.distributed import process_max, to_host
     from purerl.logging.sinks import metrics_rows
-    from purerl.sweep import is_sweep, per_member_rows
+    from purerl.sweep import is_sweep, per_point_rows
 
     tick = time.perf_counter()
     state, metrics = run.programs.run_chunk(run.state, np.int32(num))
@@ -247,9 +247,9 @@ def _run_chunk(run: Run, num: int, signals: StopSignals) -> Chunk:
     metrics = jax.tree.map(lambda x: x[:, :good], metrics)
     rows = metrics_rows(metrics, run.update + 1, run.config.batch_size)
     if is_sweep(run.config):
-        for row, members in zip(rows, per_member_rows(metrics.episode_return_sum,
-                                                      metrics.episode_count, run.config.num_seeds)):
-            row.update(members)
+        for row, points in zip(rows, per_point_rows(metrics.episode_return_sum,
+                                                    metrics.episode_count, run.config.num_seeds)):
+            row.update(points)
     chunk = Chunk(run.update, rows, stop_signal, int(flags[good]) if good < num else 0,
                   checkpoint_due=bool(checkpoint_due))
     run.history.extend(metrics)

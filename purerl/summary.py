@@ -9,12 +9,15 @@ from purerl.events import Run, pbt_rows
 
 
 def run_summary(run: Run) -> Dict:
-    """summary.json of the run (`sps`: env steps of all members per second of training); a
-    sweep's has its members, grid points (`combinations`) and `best` too, a stopped run's
-    `stopped_by`, a failed one's `error`."""
+    """summary.json of the run (`sps`: env steps of all members per second of training; last,
+    `config`: the settings that shape its result, `config.result_settings`); a sweep's has its
+    members, grid points (`combinations`) and `best` too, a stopped run's `stopped_by`, a
+    failed one's `error`."""
     import jax
     import numpy as np
 
+    from purerl.checkpoint import config_record
+    from purerl.config import result_settings
     from purerl.logging.sinks import json_number
     from purerl.sweep import is_sweep, summary_sections
 
@@ -52,4 +55,5 @@ def run_summary(run: Run) -> Dict:
         summary.update(summary_sections(config, finals, last.get("per_member"), evolved))
         if config.pbt.every:
             summary["pbt"] = {"generations": len(rows), "hparams": evolved}
+    summary["config"] = result_settings(config_record(config))
     return summary

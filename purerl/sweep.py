@@ -1,5 +1,6 @@
-"""A sweep's results on the host: its members (grid points x seeds, trained as one vmapped batch
-in the program) per update in metrics.jsonl, and per member and grid point in summary.json.
+"""A sweep's results on the host: its grid points (each of `num_seeds` members, all trained as
+one vmapped batch in the program) per update in metrics.jsonl, and per member and grid point in
+summary.json.
 
 Member m is grid point m // num_seeds (`Config.sweep.grid()`) with seed m % num_seeds.
 """
@@ -11,7 +12,7 @@ from typing import Dict, List, Optional
 import numpy as np
 
 from purerl.config import Config
-from purerl.logging.sinks import json_number
+from purerl.logging.sinks import json_number, member_means
 
 
 def is_sweep(config: Config) -> bool:
@@ -19,24 +20,12 @@ def is_sweep(config: Config) -> bool:
     return bool(config.sweep.swept())
 
 
-def _mean_return(return_sum: np.ndarray, count: np.ndarray) -> List[Optional[float]]:
-    """`[N, K]` episode return sums and counts -> K lists (one per update) of N mean returns,
-    None where no episode ended."""
-    with np.errstate(invalid="ignore", divide="ignore"):
-        means = return_sum / count
-    return [[json_number(float(v)) if c else None for v, c in zip(column, counts)]
-            for column, counts in zip(means.T, count.T)]
-
-
-def per_member_rows(return_sum: np.ndarray, count: np.ndarray, num_seeds: int) -> List[Dict]:
-    """Each update's `episode_return_per_member` and `episode_return_per_point` (pooled over
-    the point's seeds) from `[M, K]` episode return sums and counts; None where no episode
-    ended."""
+def per_point_rows(return_sum: np.ndarray, count: np.ndarray, num_seeds: int) -> List[Dict]:
+    """Each update's `episode_return_per_point`, pooled over the grid point's seeds, from
+    `[M, K]` episode return sums and counts; None where no episode ended."""
     points = lambda x: x.reshape(len(x) // num_seeds, num_seeds, -1).sum(axis=1)  # noqa: E731
-    members = _mean_return(return_sum, count)
-    grid = _mean_return(points(return_sum), points(count))
-    return [{"episode_return_per_member": m, "episode_return_per_point": g}
-            for m, g in zip(members, grid)]
+    return [{"episode_return_per_point": g}
+            for g in member_means(points(return_sum), points(count))]
 
 
 def point_label(point: Dict[str, float]) -> str:

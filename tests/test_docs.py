@@ -1,7 +1,7 @@
-"""The examples in README.md and docs/: every `python -m purerl.train` and `python -m
-purerl.evaluate` command is checked as the command line would check it, without training, and
-every Python block runs, at a tiny budget. A renamed key, a bad value, a missing preset or a
-changed API breaks the suite, not a user."""
+"""The examples in README.md and docs/: every `python -m purerl.train`, `python -m
+purerl.evaluate` and `python -m purerl.report` command is checked as the command line would
+check it, without training, and every Python block runs, at a tiny budget. A renamed key, a bad
+value, a missing preset or a changed API breaks the suite, not a user."""
 
 import dataclasses
 import re
@@ -13,6 +13,7 @@ from conftest import REPO
 from purerl.config import Config, ConfigError, EnvConfig, LogConfig
 from purerl.evaluate import parse_args
 from purerl.preflight import compose_jobs
+from purerl.report import parse_args as parse_report_args
 
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 SHELL_BLOCK = re.compile(r"^```(?:bash|sh|shell|console)\n(.*?)^```", re.M | re.S)
@@ -20,7 +21,8 @@ COMMAND_ENDS = {"&", "&&", ";", "|", "||"}
 # A command whose environment or launcher needs an extra that is not installed is still valid
 NOT_INSTALLED = re.compile(r"not installed: pip install")
 ENTRY_POINTS = {"purerl.train": "train", "purerl-train": "train",
-                "purerl.evaluate": "evaluate", "purerl-evaluate": "evaluate"}
+                "purerl.evaluate": "evaluate", "purerl-evaluate": "evaluate",
+                "purerl.report": "report", "purerl-report": "report"}
 
 
 def documented_commands():
@@ -57,17 +59,21 @@ COMMANDS = documented_commands()
 def test_the_docs_have_commands_to_check():
     assert len([c for c in COMMANDS if c.values[0] == "train"]) >= 20
     assert any(c.values[0] == "evaluate" for c in COMMANDS)
+    assert any(c.values[0] == "report" for c in COMMANDS)
 
 
 @pytest.mark.parametrize("entry, args", COMMANDS)
 def test_a_documented_command_is_valid(entry, args, tmp_path):
     """Checked as the command line checks it before anything runs; `run=` of an evaluation
-    names a run of the reader's, here an empty directory."""
+    names a run of the reader's, here an empty directory; a report's arguments are checked
+    without its runs."""
     if any(a in ("--help", "-h", "--version", "--hydra-help") for a in args):
         return  # no settings to check
     try:
         if entry == "evaluate":
             parse_args([f"run={tmp_path}" if a.startswith("run=") else a for a in args])
+        elif entry == "report":
+            parse_report_args(args)
         else:
             assert compose_jobs(args)
     except ConfigError as error:

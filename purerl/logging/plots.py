@@ -1,5 +1,6 @@
-"""PNG plots of a run: the learning curve and a PBT run's hyperparameters. matplotlib is
-imported when a plot is drawn, not with this module."""
+"""PNG plots: a run's learning curve and a PBT run's hyperparameters; a report's performance
+profiles and sample-efficiency curves. matplotlib is imported when a plot is drawn, not with
+this module."""
 
 from __future__ import annotations
 
@@ -78,7 +79,7 @@ def plot_learning_curve(path: Path, env_steps: np.ndarray, returns: np.ndarray,
                         evals: Dict[str, List[Tuple[int, float]]], title: str = "",
                         groups: Optional[List[str]] = None) -> None:
     """Writes `learning_curve_figure(...)` as a PNG to `path`, atomically."""
-    _save_atomically(learning_curve_figure(env_steps, returns, evals, title, groups), Path(path))
+    save_png(learning_curve_figure(env_steps, returns, evals, title, groups), Path(path))
 
 
 def learning_curve_figure(env_steps: np.ndarray, returns: np.ndarray,
@@ -141,7 +142,7 @@ def learning_curve_figure(env_steps: np.ndarray, returns: np.ndarray,
 def plot_pbt(path: Path, rows: List[Dict], names: List[str], title: str = "") -> None:
     """Writes `pbt_figure(...)` as a PNG to `path`, atomically; nothing when `rows` is empty."""
     if rows:
-        _save_atomically(pbt_figure(rows, names, title), Path(path))
+        save_png(pbt_figure(rows, names, title), Path(path))
 
 
 def pbt_figure(rows: List[Dict], names: List[str], title: str = ""):
@@ -179,7 +180,66 @@ def pbt_figure(rows: List[Dict], names: List[str], title: str = ""):
     return fig
 
 
-def _save_atomically(fig, path: Path) -> None:
+def profiles_figure(taus: np.ndarray, profiles: Dict[str, Tuple[np.ndarray, np.ndarray]],
+                    xlabel: str, title: str = ""):
+    """A figure of performance profiles: per group, the fraction of its runs that score above
+    each threshold, as a line, with its confidence interval shaded; the legend right of the
+    axes.
+
+    Args:
+      taus: `[T]` thresholds.
+      profiles: per group label, `(fractions [T], interval [2, T])`.
+      xlabel: what the thresholds are (the score's name).
+      title: the figure's title, if any; wrapped to fit.
+
+    Returns:
+      The `matplotlib.figure.Figure`.
+    """
+    return _bands_figure({label: (taus, *profile) for label, profile in profiles.items()},
+                         xlabel, "fraction of runs with score > threshold", title)
+
+
+def sample_efficiency_figure(curves: Dict[str, Tuple[np.ndarray, np.ndarray, np.ndarray]],
+                             ylabel: str, title: str = ""):
+    """A figure of sample-efficiency curves: per group, a score against env steps as a line,
+    with its confidence interval shaded; the legend right of the axes.
+
+    Args:
+      curves: per group label, `(env_steps [F], scores [F], interval [2, F])`.
+      ylabel: what the score is (e.g. "IQM of episode return").
+      title: the figure's title, if any; wrapped to fit.
+
+    Returns:
+      The `matplotlib.figure.Figure`.
+    """
+    from matplotlib.ticker import EngFormatter
+
+    fig = _bands_figure(curves, "env steps", ylabel, title)
+    fig.axes[0].xaxis.set_major_formatter(EngFormatter())
+    return fig
+
+
+def _bands_figure(lines: Dict[str, Tuple[np.ndarray, np.ndarray, np.ndarray]], xlabel: str,
+                  ylabel: str, title: str):
+    """One line per label, `(x [P], y [P], interval [2, P])`, its interval shaded in its
+    colour."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(9, 4.5), dpi=100, layout="constrained")
+    ax = fig.add_subplot(1, 1, 1)
+    for g, (label, (x, y, interval)) in enumerate(lines.items()):
+        ax.plot(x, y, color=f"C{g}", linewidth=2.0, label=label)
+        ax.fill_between(x, interval[0], interval[1], color=f"C{g}", alpha=0.2, linewidth=0)
+    ax.set(xlabel=xlabel, ylabel=ylabel)
+    ax.grid(True, alpha=0.3)
+    if title:
+        fig.suptitle(wrap_title(title, fig.get_figwidth()))
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0, fontsize="small")
+    return fig
+
+
+def save_png(fig, path: Path) -> None:
+    """Writes `fig` as a PNG to `path`, atomically (a temporary file, then renamed)."""
     tmp = path.with_suffix(".tmp.png")
     try:
         with writing(path):

@@ -43,7 +43,9 @@ def metrics_rows(metrics: Metrics, first_update: int, batch_size: int) -> List[D
     """One dict per update from host metrics with leaves `[S, K]`.
 
     episode_return / episode_length pool the episodes completed in the update over all seeds;
-    they are None when no episode completed.
+    they are None when no episode completed. `episode_return_per_member` and
+    `episode_length_per_member` are each seed's own (sweep members' in a sweep), None for a
+    seed that completed none.
 
     Args:
       metrics: a chunk's `Metrics` on the host, leaves `[S, K]` (seeds, updates).
@@ -51,8 +53,9 @@ def metrics_rows(metrics: Metrics, first_update: int, batch_size: int) -> List[D
       batch_size: env steps per update and seed.
 
     Returns:
-      `K` dicts with `update`, `env_steps`, `episode_return`, `episode_length` and the
-      the loss terms' metrics and `UPDATE_KEYS` (means over seeds), each a `json_number`.
+      `K` dicts with `update`, `env_steps`, `episode_return`, `episode_length`, their `S`
+      values per seed, the loss terms' metrics and `UPDATE_KEYS` (means over seeds), each a
+      `json_number`.
     """
     count = metrics.episode_count.sum(axis=0)
     returns = metrics.episode_return_sum.sum(axis=0) / np.maximum(count, 1)
@@ -61,6 +64,8 @@ def metrics_rows(metrics: Metrics, first_update: int, batch_size: int) -> List[D
               + sorted(k for k in metrics.losses if k not in PPO_LOSS_KEYS))
     means = {key: metrics.losses[key].mean(axis=0) for key in losses}
     means.update({key: getattr(metrics, key).mean(axis=0) for key in UPDATE_KEYS})
+    member_returns = member_means(metrics.episode_return_sum, metrics.episode_count)
+    member_lengths = member_means(metrics.episode_length_sum, metrics.episode_count)
     rows = []
     for i in range(count.shape[0]):
         update = first_update + i
@@ -69,10 +74,35 @@ def metrics_rows(metrics: Metrics, first_update: int, batch_size: int) -> List[D
             "env_steps": update * batch_size,
             "episode_return": json_number(float(returns[i])) if count[i] else None,
             "episode_length": json_number(float(lengths[i])) if count[i] else None,
+            "episode_return_per_member": member_returns[i],
+            "episode_length_per_member": member_lengths[i],
         }
         row.update({key: json_number(float(value[i])) for key, value in means.items()})
         rows.append(row)
     return rows
+
+
+def member_means(sums: np.ndarray, counts: np.ndarray) -> List[List[Optional[float]]]:
+    """Per update, each member's mean over the episodes it completed.
+
+    Args:
+      sums: `[M, K]` episode totals (returns or lengths) of M members over K updates.
+      counts: `[M, K]` episodes completed.
+
+    Returns:
+      `K` lists of `M` `json_number`s, None where a member completed no episode.
+    """
+    with np.errstate(invalid="ignore", divide="ignore"):
+        means = sums / counts
+    return [[json_number(float(v)) if c else None for v, c in zip(column, totals)]
+            for column, totals in zip(means.T, counts.T)]
+
+
+def per_member_key(key: str) -> str:
+    """The key of a metric's list of one value per member: `episode_return` ->
+    `episode_return_per_member`, `eval_return/1.0` -> `eval_return_per_member/1.0`."""
+    name, slash, rest = key.partition("/")
+    return f"{name}_per_member{slash}{rest}"
 
 
 def eval_key(temperature: float) -> str:
