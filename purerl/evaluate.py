@@ -19,12 +19,11 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import os
-import sys
 from pathlib import Path
 from typing import Dict, List, Optional
 
 from purerl.config import ConfigError
-from purerl.run_args import parse_run_args
+from purerl.run_args import parse_run_args, run_command
 from purerl.validation import validate
 
 # Envs gymnax's Visualizer draws.
@@ -138,14 +137,7 @@ def render_gif(env, env_params, episode, path: Path) -> None:
 
 
 def main() -> None:
-    if any(arg in ("-h", "--help") for arg in sys.argv[1:]):
-        print(__doc__.strip())
-        return
-    try:
-        evaluate_run(parse_args(sys.argv[1:]))
-    except ConfigError as error:
-        print(f"purerl: error: {error}", file=sys.stderr)
-        sys.exit(2)
+    run_command(__doc__, parse_args, evaluate_run)
 
 
 if __name__ == "__main__":

@@ -28,13 +28,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import sys
 from pathlib import Path
 from typing import List, Optional
 
 from purerl.config import ConfigError
-from purerl.run_args import parse_run_args
-from purerl.write_errors import WriteError, writes_to
+from purerl.run_args import parse_run_args, run_command
+from purerl.write_errors import writes_to
 
 
 @dataclasses.dataclass
@@ -100,17 +99,7 @@ def export_run(args: ExportArgs) -> Path:
 
 
 def main() -> None:
-    if any(arg in ("-h", "--help") for arg in sys.argv[1:]):
-        print(__doc__.strip())
-        return
-    try:
-        export_run(parse_args(sys.argv[1:]))
-    except ConfigError as error:
-        print(f"purerl: error: {error}", file=sys.stderr)
-        sys.exit(2)
-    except WriteError as error:
-        print(f"purerl: error: {error}", file=sys.stderr)
-        sys.exit(1)
+    run_command(__doc__, parse_args, export_run)
 
 
 if __name__ == "__main__":

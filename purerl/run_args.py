@@ -1,16 +1,19 @@
-"""The arguments of the command lines that read a run directory (`purerl.evaluate`,
-`purerl.export`): `key=value` words into a dataclass with a `run` field, checked without JAX."""
+"""The command lines that read a run directory (`purerl.evaluate`, `purerl.export`): their
+`key=value` arguments into a dataclass with a `run` field, checked without JAX, and their
+`main`: `--help`, one-line errors, exit codes."""
 
 from __future__ import annotations
 
 import dataclasses
+import sys
 from pathlib import Path
-from typing import List, Type, TypeVar
+from typing import Callable, List, Type, TypeVar
 
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from purerl.config import ConfigError
+from purerl.write_errors import WriteError
 
 Args = TypeVar("Args")
 
@@ -47,3 +50,20 @@ def parse_run_args(argv: List[str], schema: Type[Args]) -> Args:
     if not Path(args.run).is_dir():
         raise ConfigError(f"run={args.run}: no such directory")
     return args
+
+
+def run_command(doc: str, parse: Callable[[List[str]], Args],
+                command: Callable[[Args], object]) -> None:
+    """A command line's `main`: `-h` or `--help` prints `doc`; else `command(parse(argv))`,
+    a ConfigError one line on stderr and exit code 2, a WriteError one line and exit code 1."""
+    if any(arg in ("-h", "--help") for arg in sys.argv[1:]):
+        print(doc.strip())
+        return
+    try:
+        command(parse(sys.argv[1:]))
+    except ConfigError as error:
+        print(f"purerl: error: {error}", file=sys.stderr)
+        sys.exit(2)
+    except WriteError as error:
+        print(f"purerl: error: {error}", file=sys.stderr)
+        sys.exit(1)
