@@ -77,7 +77,16 @@ def check_settings(format: str, temperature: float,
 
 
 def policy_signature(policy, temperature: float = 0.0) -> Signature:
-    """The inputs and outputs of `policy` (a `TrainedPolicy`) exported at `temperature`."""
+    """What the file of `export_policy(policy, format, temperature)` takes and returns.
+
+    Args:
+        policy: a `TrainedPolicy`.
+        temperature: the export's; above 0 adds the `key` input.
+
+    Returns:
+        The inputs (`obs`, a recurrent policy's `carry` and `episode_start`, `key`) and
+            outputs (`action`, a recurrent policy's `next_carry`), in their order.
+    """
     obs = _obs_type(policy)
     inputs = [Port("obs", _dtype(obs), ("B", *obs.shape))]
     if policy.recurrent:
@@ -167,6 +176,7 @@ def _obs_type(policy) -> jax.ShapeDtypeStruct:
 
 
 def _dtype(value) -> str:
+    """`value`'s dtype by name ("float32")."""
     return str(np.dtype(value.dtype))
 
 
