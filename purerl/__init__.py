@@ -30,6 +30,7 @@ _LAZY = {  # name -> the module that defines it
     "Event": "purerl.events",
     "load": "purerl.trained",
     "TrainedPolicy": "purerl.trained",
+    "export_policy": "purerl.exporting",
 }
 
 __all__ = ["Config", "ConfigError", "validate", "__version__", *_LAZY]

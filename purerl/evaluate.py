@@ -19,14 +19,11 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import os
-import sys
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from omegaconf import OmegaConf
-from omegaconf.errors import OmegaConfBaseException
-
 from purerl.config import ConfigError
+from purerl.run_args import parse_run_args, run_command
 from purerl.validation import validate
 
 # Envs gymnax's Visualizer draws.
@@ -52,23 +49,7 @@ class EvaluateArgs:
 
 def parse_args(argv: List[str]) -> EvaluateArgs:
     """`key=value` arguments into `EvaluateArgs`; raises ConfigError."""
-    names = [f.name for f in dataclasses.fields(EvaluateArgs)]
-    for arg in argv:
-        key = arg.split("=", 1)[0]
-        if "=" not in arg or key not in names:
-            raise ConfigError(f"unknown argument {arg!r}: expected key=value with key one of "
-                              f"{', '.join(names)}")
-    try:
-        merged = OmegaConf.merge(OmegaConf.structured(EvaluateArgs), OmegaConf.from_dotlist(argv))
-        args = OmegaConf.to_object(merged)
-    except OmegaConfBaseException as error:
-        reason = str(getattr(error, "msg", error)).splitlines()[0]
-        key = getattr(error, "full_key", None)
-        raise ConfigError(f"{key}: {reason}" if key else reason) from None
-    if not args.run:
-        raise ConfigError("pass run=<run directory>")
-    if not Path(args.run).is_dir():
-        raise ConfigError(f"run={args.run}: no such directory")
+    args = parse_run_args(argv, EvaluateArgs)
     if args.temperatures is not None and not args.temperatures:
         raise ConfigError("temperatures=[] is empty: give at least one, e.g. temperatures=[0.0]")
     if args.episodes <= 0:
@@ -156,14 +137,7 @@ def render_gif(env, env_params, episode, path: Path) -> None:
 
 
 def main() -> None:
-    if any(arg in ("-h", "--help") for arg in sys.argv[1:]):
-        print(__doc__.strip())
-        return
-    try:
-        evaluate_run(parse_args(sys.argv[1:]))
-    except ConfigError as error:
-        print(f"purerl: error: {error}", file=sys.stderr)
-        sys.exit(2)
+    run_command(__doc__, parse_args, evaluate_run)
 
 
 if __name__ == "__main__":

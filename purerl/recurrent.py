@@ -164,7 +164,9 @@ class RecurrentActorCritic(ActorCriticBase):
             projected, weights = module.cells(module._features(module._flat(obs, 1), towers),
                                               towers)
             new_states, outputs = cell_step(module.cell, weights, states[towers], projected)
-            states = states.at[towers].set(new_states)
+            # every cell ran with `policy`: their states replace the old ones whole (no scatter,
+            # which ONNX converters mishandle at a symbolic batch size)
+            states = new_states if policy else states.at[towers].set(new_states)
             head = module.policy_head(outputs[0]) if policy else None
             value = module.value_head(outputs[-1])[:, 0]
             return states.swapaxes(0, 1).reshape(carry.shape), (head, value)

@@ -64,7 +64,7 @@ class TrainedPolicy:
     def __post_init__(self):
         self._agent = make_agent(self.config.env, self.config.network, self.base_env,
                                  self.env_params, self.network)
-        self._act = jax.jit(self._act_batch)
+        self._act = jax.jit(self.apply)
 
     @property
     def obs_shape(self) -> Tuple[int, ...]:
@@ -92,11 +92,35 @@ class TrainedPolicy:
         carry = self._agent.network.initial_carry((1 if batch is None else batch,))
         return carry[0] if batch is None else carry
 
-    def _act_batch(self, obs, carry, noise, temperature):
-        agent = self._agent
-        memory = None if carry is None else Memory(carry, jnp.zeros(obs.shape[:1], bool))
+    def apply(self, obs: jax.Array, carry: Optional[jax.Array] = None,
+              first: Optional[jax.Array] = None, key: Optional[jax.Array] = None,
+              temperature: float | jax.Array = 0.0) -> Tuple[Any, Optional[jax.Array]]:
+        """The policy as a pure function of arrays: what `act` runs compiled and
+        `purerl.export_policy` exports (the params and observation statistics are constants).
+
+        Args:
+            obs: observations `[B, *obs_shape]`, as `env` returns them (not normalized).
+            carry: a recurrent policy's carry `[B, carry_size]`; None for a feed-forward one.
+            first: bool `[B]`, True where `obs` is its episode's first: the carry is reset to
+                zeros there before the policy reads it (default: nowhere).
+            key: a PRNG key of the action noise; None: the mode (no noise).
+            temperature: with `key`, logits / temperature (categorical) or std x temperature
+                (Gaussian); 0 gives the mode.
+
+        Returns:
+            The tuple `(action, carry)`: the env's actions `[B, *action_shape]` and the carry
+                after them `[B, carry_size]` (None for a feed-forward policy).
+        """
+        agent, num = self._agent, obs.shape[0]
+        memory = None
+        if carry is not None:
+            memory = Memory(carry, jnp.zeros((num,), bool) if first is None else first)
         policy_out, _, carry = agent.policy_step(self.params, self.obs_stats, obs, memory)
-        action = agent.policy.sample(policy_out, noise, temperature)
+        if key is None:
+            action = agent.policy.mode(policy_out)
+        else:
+            action = agent.policy.sample(policy_out, agent.policy.noise(key, (num,)),
+                                         temperature)
         return agent.spec.to_env(action), carry
 
     def act(self, obs, carry=None, key: Optional[jax.Array] = None,
@@ -135,10 +159,7 @@ class TrainedPolicy:
                 carry = self.initial_carry(num)
             else:
                 carry = jnp.asarray(carry)[None] if single else jnp.asarray(carry)
-        policy = self._agent.policy
-        noise = (jnp.zeros(policy.noise_shape((num,)), jnp.float32) if key is None
-                 else policy.noise(key, (num,)))  # temperature 0 reads no noise
-        action, carry = self._act(batch, carry, noise, jnp.float32(temperature))
+        action, carry = self._act(batch, carry, None, key, jnp.float32(temperature))
         if single:
             action, carry = jax.tree.map(lambda x: x[0], (action, carry))
         return action, carry

@@ -1,7 +1,8 @@
 """The examples in README.md and docs/: every `python -m purerl.train`, `python -m
-purerl.evaluate` and `python -m purerl.report` command is checked as the command line would
-check it, without training, and every Python block runs, at a tiny budget. A renamed key, a bad
-value, a missing preset or a changed API breaks the suite, not a user."""
+purerl.evaluate`, `python -m purerl.export` and `python -m purerl.report` command is checked as
+the command line would check it, without training, and every Python block runs, at a tiny
+budget. A renamed key, a bad value, a missing preset or a changed API breaks the suite, not a
+user."""
 
 import dataclasses
 import re
@@ -11,7 +12,8 @@ import pytest
 from conftest import REPO
 
 from purerl.config import Config, ConfigError, EnvConfig, LogConfig
-from purerl.evaluate import parse_args
+from purerl.evaluate import parse_args as evaluate_args
+from purerl.export import parse_args as export_args
 from purerl.preflight import compose_jobs
 from purerl.report import parse_args as parse_report_args
 
@@ -22,6 +24,7 @@ COMMAND_ENDS = {"&", "&&", ";", "|", "||"}
 NOT_INSTALLED = re.compile(r"not installed: pip install")
 ENTRY_POINTS = {"purerl.train": "train", "purerl-train": "train",
                 "purerl.evaluate": "evaluate", "purerl-evaluate": "evaluate",
+                "purerl.export": "export", "purerl-export": "export",
                 "purerl.report": "report", "purerl-report": "report"}
 
 
@@ -59,19 +62,21 @@ COMMANDS = documented_commands()
 def test_the_docs_have_commands_to_check():
     assert len([c for c in COMMANDS if c.values[0] == "train"]) >= 20
     assert any(c.values[0] == "evaluate" for c in COMMANDS)
+    assert any(c.values[0] == "export" for c in COMMANDS)
     assert any(c.values[0] == "report" for c in COMMANDS)
 
 
 @pytest.mark.parametrize("entry, args", COMMANDS)
 def test_a_documented_command_is_valid(entry, args, tmp_path):
     """Checked as the command line checks it before anything runs; `run=` of an evaluation
-    names a run of the reader's, here an empty directory; a report's arguments are checked
-    without its runs."""
+    or an export names a run of the reader's, here an empty directory; a report's arguments are
+    checked without its runs."""
     if any(a in ("--help", "-h", "--version", "--hydra-help") for a in args):
         return  # no settings to check
     try:
-        if entry == "evaluate":
-            parse_args([f"run={tmp_path}" if a.startswith("run=") else a for a in args])
+        if entry in ("evaluate", "export"):
+            parse = evaluate_args if entry == "evaluate" else export_args
+            parse([f"run={tmp_path}" if a.startswith("run=") else a for a in args])
         elif entry == "report":
             parse_report_args(args)
         else:
