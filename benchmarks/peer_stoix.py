@@ -48,9 +48,9 @@ sides:
 - stoix-lean: at its fastest: the same learner (`ff_ppo.learner_setup`, the same config
   composed through Hydra's compose API, the same env and keys), its 20 calls made one call of
   all 60 updates (the same lr schedule), without evaluation, logging or checkpointing, and
-  without importing what only those need: Stoix's logger module (wandb, neptune, pandas,
-  tensorboard_logger) and checkpointing module (orbax) stand in `sys.modules` as empty
-  modules. Stoix has no compile cache of its own (JAX's persistent one is off on every side).
+  without importing what only those need: Stoix's logger module (which imports wandb,
+  neptune and tensorboard_logger) and checkpointing module (orbax) stand in `sys.modules` as
+  empty modules. Stoix has no compile cache of its own (JAX's persistent one is off on every side).
   Lowered and compiled apart, then run once; its curve is each update's mean return of the
   episodes that ended in it.
 - purerl: `purerl.make_train` at the same env, envs, steps, epochs, minibatches, updates and
@@ -85,6 +85,7 @@ import json  # noqa: E402
 import math  # noqa: E402
 import os  # noqa: E402
 import runpy  # noqa: E402
+import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 import types  # noqa: E402
@@ -231,6 +232,13 @@ def covered(spans, start: float, end: float) -> float:
     return total
 
 
+def stoix_commit(root: Path) -> str | None:
+    """The commit of the Stoix checkout at `root` (None where git cannot tell)."""
+    done = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
+                          text=True)
+    return done.stdout.strip() or None
+
+
 def stoix_root() -> Path:
     """The Stoix checkout this Python imports `stoix` from (installed with `pip install -e`);
     exits with one line saying how to get it when there is none."""
@@ -320,9 +328,9 @@ def run_stoix(spec: dict, launched: float) -> dict:
 
 def unused_modules() -> None:
     """Puts empty modules in `sys.modules` for Stoix's logger and checkpointing, which
-    `ff_ppo.py` imports at its top and the learner never uses, so that their packages (wandb,
-    neptune, pandas, tensorboard_logger, orbax) are not imported; each name `ff_ppo.py` takes
-    from them is a placeholder that fails if called."""
+    `ff_ppo.py` imports at its top and the learner never uses, so that the packages only they
+    import (wandb, neptune, tensorboard_logger, orbax) are not imported; each name `ff_ppo.py`
+    takes from them is a placeholder that fails if called."""
     def unused(*_, **__):
         raise RuntimeError("peer_stoix.py: the stoix-lean side has no logger or checkpointer")
 
@@ -460,6 +468,8 @@ def measure(spec: dict, side: str, launched: float) -> dict:
     run = (run_stoix(spec, launched) if side == "stoix"
            else run_program(spec, side, launched))
     steps, returns, times = run.pop("steps"), run.pop("returns"), run.pop("times")
+    if side != "purerl":
+        run["stoix_commit"] = stoix_commit(stoix_root())
     return {**spec, "side": side, "env": ENV, "num_seeds": 1, "startup_s": startup_s, **run,
             "sps": round(run["env_steps"] / run["train_s"]),
             "final_return": curves.tail_mean(returns),
