@@ -20,7 +20,7 @@ network `mlp`, env `gymnax/cartpole`) and two of its variations:
   clip 0.2 (ratio and value), entropy 0.01, value coefficient 0.5, grad clip 0.5, advantages
   standardized, 1e7 steps asked for, 20 evaluations.
 - cartpole-64tanh: the same with both towers 64x64 tanh (PureJaxRL's and purerl's network):
-  Stoix's 256x256 towers do about 12x the multiply-adds of 64x64 ones per pass.
+  Stoix's 256x256 towers do about 15x the multiply-adds of 64x64 ones per pass.
 - cartpole-purejaxrl: PureJaxRL's CartPole sizes (`peer_driver.PUREJAXRL_CONFIG`): 4 envs x
   128 steps, 4 epochs x 4 minibatches, 64x64 tanh, lr 2.5e-4 decayed, 5e5 steps asked for.
 
@@ -66,8 +66,9 @@ the truncated step; gymnax 0.0.9's step resets inside too, before Stoa's auto-re
 draws threefry keys (seed 42, its default), purerl `unsafe_rbg` (seed 0). Kernels are
 orthogonal on both (gain sqrt 2, 0.01 for the policy's output, 1 for the value's), Adam's eps
 1e-5 on both, and each side computes one policy and two value passes per rollout step (the
-value of the next observation too), so the work per env step is otherwise the same; Stoix as
-shipped adds its evaluations between the training calls.
+value of the next observation too; purerl's value passes after the rollout, over all its steps
+at once), so the work per env step is otherwise the same; Stoix as shipped adds its
+evaluations between the training calls.
 
 JSON to OUT as `peer_rejax.py` writes it: the timings, the curve, its final return (the mean
 of the curve's last 5%), time to the return of `peer_curves.THRESHOLDS` from the process's
@@ -461,23 +462,16 @@ def measure(spec: dict, side: str, launched: float) -> dict:
         launched: when this process was launched, seconds since the epoch.
 
     Returns:
-        The result, JSON-ready, as `peer_rejax.measure` gives it.
+        The result, JSON-ready, as `peer_curves.side_result` makes it.
     """
     start_jax()
     startup_s = curves.seconds_since(launched)
     run = (run_stoix(spec, launched) if side == "stoix"
            else run_program(spec, side, launched))
-    steps, returns, times = run.pop("steps"), run.pop("returns"), run.pop("times")
     if side != "purerl":
         run["stoix_commit"] = stoix_commit(stoix_root())
-    return {**spec, "side": side, "env": ENV, "num_seeds": 1, "startup_s": startup_s, **run,
-            "sps": round(run["env_steps"] / run["train_s"]),
-            "final_return": curves.tail_mean(returns),
-            **curves.reaching(steps, returns, curves.THRESHOLDS[ENV], launched=launched,
-                              times=times, before_train_s=run["before_train_s"],
-                              train_s=run["train_s"], total_steps=run["env_steps"]),
-            "peak_rss_mib": curves.peak_rss_mib(),
-            "curve": {"kind": CURVES[side], "steps": steps, "returns": curves.rounded(returns)}}
+    return curves.side_result(spec, side, ENV, run, kind=CURVES[side], startup_s=startup_s,
+                              launched=launched)
 
 
 def main() -> None:

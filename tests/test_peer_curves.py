@@ -177,3 +177,17 @@ def test_purerl_matches_the_updates_and_lr_stoix_runs():
     assert lr.kind == "linear" and abs(lr.end - 16 / 76) < 1e-12
     # at update u both give lr x (1 - u / 76)
     assert abs((1 + (lr.end - 1) * 30 / 60) - (1 - 30 / 76)) < 1e-12
+
+
+def test_side_result_reads_the_run_and_its_curve():
+    run = {"env_steps": 1000, "train_s": 4.0, "before_train_s": 2.0, "compile_s": 1.5,
+           "steps": [250, 500, 750, 1000], "returns": [10.0, 480.0, NAN, 500.0], "times": None}
+    result = curves.side_result({"setting": "x"}, "peer", "CartPole-v1", run, kind="k",
+                                startup_s=0.5, launched=0.0, num_seeds=2)
+    assert result["sps"] == 500  # both seeds' 1,000 steps in 4 s
+    assert result["compile_s"] == 1.5 and result["num_seeds"] == 2 and result["setting"] == "x"
+    assert result["time_to_return_s"] == 4.0  # 2 s before training + half of 4 s
+    assert result["final_return"] == 500.0
+    assert result["curve"] == {"kind": "k", "steps": [250, 500, 750, 1000],
+                               "returns": [10.0, 480.0, None, 500.0]}
+    assert "steps" in run  # the run is left as it was
