@@ -18,7 +18,10 @@ network `mlp`, env `gymnax/cartpole`) and two of its variations:
 - cartpole: Stoix's defaults: 1,024 envs x 128 steps, 4 epochs x 16 minibatches (of 8,192),
   actor and critic lr 3e-4, decayed, two 256x256 relu towers, gamma 0.99, gae_lambda 0.95,
   clip 0.2 (ratio and value), entropy 0.01, value coefficient 0.5, grad clip 0.5, advantages
-  standardized, 1e7 steps asked for, 20 evaluations.
+  standardized, 1e7 steps asked for, 20 evaluations. The longest row: its 7.9M steps through
+  256-wide towers take some 4-8 minutes per side on this 2-core CPU (estimated from a check
+  of 655,360 steps, about 40 CPU-seconds of training on either side); its budget is Stoix's
+  own, not cut.
 - cartpole-64tanh: the same with both towers 64x64 tanh (PureJaxRL's and purerl's network):
   Stoix's 256x256 towers do about 15x the multiply-adds of 64x64 ones per pass.
 - cartpole-purejaxrl: PureJaxRL's CartPole sizes (`peer_driver.PUREJAXRL_CONFIG`): 4 envs x
@@ -34,8 +37,8 @@ sides:
 
 - stoix: as shipped: Stoix's own command, `python stoix/systems/ppo/anakin/ff_ppo.py` with
   the setting's overrides (none for cartpole), run in this process (`runpy`, as `__main__`)
-  from the checkout's root (its config search path is relative to it), Hydra's
-  output and Stoix's results in a temporary folder. Its host loop calls the pmapped learner
+  from the checkout's root (its config search path is relative to it), Hydra's output and
+  Stoix's results in a temporary folder. Its host loop calls the pmapped learner
   20 times and after each one logs the training episodes' returns and evaluates: 128 episodes
   of the stochastic policy to their end (up to 64,000 env steps of inference, on CartPole's
   500-step limit), and at the end 1,280 more (its "absolute metric"), all outside the
@@ -51,9 +54,10 @@ sides:
   all 60 updates (the same lr schedule), without evaluation, logging or checkpointing, and
   without importing what only those need: Stoix's logger module (which imports wandb,
   neptune and tensorboard_logger) and checkpointing module (orbax) stand in `sys.modules` as
-  empty modules. Stoix has no compile cache of its own (JAX's persistent one is off on every side).
-  Lowered and compiled apart, then run once; its curve is each update's mean return of the
-  episodes that ended in it.
+  empty modules. Stoix has no compile cache of its own (JAX's persistent one is off on every
+  side). Lowered and compiled apart, then run once; its curve is each update's mean return of
+  the episodes that ended in it. It trains as the stoix side does (the same keys: the same
+  final return in every check).
 - purerl: `purerl.make_train` at the same env, envs, steps, epochs, minibatches, updates and
   env steps, lr and its decay (`ppo.schedule.lr` linear to Stoix's last value, `stoix_lr_end`),
   gamma, lambda, both clips, coefficients, grad clip, network sizes and activation; its curve
