@@ -2,15 +2,16 @@
 points to (`--peer-python`, a venv's Python), purerl taking turns with it, a table per peer.
 
     python benchmarks/peers.py --peer rejax --peer-python ../rejax-venv/bin/python
+    python benchmarks/peers.py --peer stoix --peer-python ../stoix-venv/bin/python
     python benchmarks/peers.py --peer sb3 --peer-python ../sb3-venv/bin/python
     python benchmarks/peers.py --peer sbx --peer-python ../sb3-venv/bin/python
 
-Each peer's driver (`peer_rejax.py`, `peer_sb3.py`) runs one program per process, under the
-peer's Python for its sides and under this Python for purerl's; a turn runs every program of a
-row once per side, purerl first. From each run: the whole process's wall time (timed here,
-from start to exit), its start-up, compile (where there is one) and training time, training
-steps/s (compile excluded), the final return, time to the env's return threshold from the
-process's start, and the process's peak resident memory. Writes
+Each peer's driver (`peer_rejax.py`, `peer_stoix.py`, `peer_sb3.py`) runs one program per
+process, under the peer's Python for its sides and under this Python for purerl's; a turn runs
+every program of a row once per side, purerl first. From each run: the whole process's wall
+time (timed here, from start to exit), its start-up, compile (where there is one) and training
+time, training steps/s (compile excluded), the final return, time to the env's return
+threshold from the process's start, and the process's peak resident memory. Writes
 `results/peers_<peer>.json` and prints a table per row of medians, with purerl / peer ratios.
 """
 
@@ -72,6 +73,15 @@ PEERS = {
         ["rejax", "jax", "jaxlib", "flax", "optax", "gymnax", "distrax", "numpy"],
         "python3.11 -m venv ../rejax-venv && ../rejax-venv/bin/pip install rejax==0.1.3 "
         "gymnax==0.0.9, then --peer-python ../rejax-venv/bin/python"),
+    "stoix": Peer(
+        "peer_stoix.py", ("stoix", "stoix-lean"),
+        {row: [{"setting": row}] for row in ("cartpole", "cartpole-64tanh", "cartpole-purejaxrl")},
+        ["stoix", "stoa-env", "jax", "jaxlib", "flax", "optax", "chex", "distrax", "gymnax",
+         "hydra-core", "numpy"],
+        "git clone https://github.com/EdanToledo/Stoix ../stoix, python3.11 -m venv "
+        "../stoix-venv, install the packages benchmarks/README.md's Stoix section lists "
+        "(jax 0.5.3: Stoix pins jax<0.6) and `pip install --no-deps -e ../stoix "
+        "flashbax==0.1.3`, then --peer-python ../stoix-venv/bin/python"),
     "sb3": Peer(
         "peer_sb3.py", ("sb3-zoo", "sb3"), {"cartpole-zoo": [{"setting": "cartpole-zoo"}]},
         ["stable-baselines3", "rl_zoo3", "torch", "gymnasium", "numpy"],

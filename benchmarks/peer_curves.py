@@ -256,6 +256,38 @@ def peak_rss_mib() -> float:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
+def side_result(spec: dict, side: str, env: str, run: dict, *, kind: str, startup_s: float,
+                launched: float, num_seeds: int = 1) -> dict:
+    """A driver's result of one run, JSON-ready: the program, the run's timings, its training
+    steps/s, final return, time to the env's threshold and the process's peak memory so far.
+
+    Args:
+        spec: the program.
+        side: the side that ran it.
+        env: the env's id, a key of THRESHOLDS.
+        run: `env_steps` (of one seed), `train_s`, `before_train_s`, the curve's `steps`,
+            `returns` and `times` (the wall clock at each point, or None to read the time off
+            the steady training rate) and any other timings, kept as they are.
+        kind: what the curve is, in words.
+        startup_s: seconds from the process's start until its side began.
+        launched: when the process was launched, seconds since the epoch.
+        num_seeds: the seeds trained together (steps/s counts all of theirs).
+
+    Returns:
+        The result, with the curve under `"curve"`.
+    """
+    run = dict(run)
+    steps, returns, times = run.pop("steps"), run.pop("returns"), run.pop("times")
+    return {**spec, "side": side, "env": env, "num_seeds": num_seeds, "startup_s": startup_s,
+            **run, "sps": round(num_seeds * run["env_steps"] / run["train_s"]),
+            "final_return": tail_mean(returns),
+            **reaching(steps, returns, THRESHOLDS[env], launched=launched, times=times,
+                       before_train_s=run["before_train_s"], train_s=run["train_s"],
+                       total_steps=run["env_steps"]),
+            "peak_rss_mib": peak_rss_mib(),
+            "curve": {"kind": kind, "steps": steps, "returns": rounded(returns)}}
+
+
 def driver_main(description: str, sides: tuple, measure, started: float) -> None:
     """A driver's command line, `DRIVER SIDE PROGRAM OUT`: runs `measure(program, side,
     launched)` and writes its result, with the process's time so far, to OUT as JSON.

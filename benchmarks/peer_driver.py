@@ -178,19 +178,21 @@ def purerl_curve(config, metrics) -> tuple[list, list]:
     return [config.batch_size * k for k in range(1, config.num_updates + 1)], returns
 
 
-def compile_and_run(train, key) -> tuple[dict, object]:
+def compile_and_run(train, key, jit: bool = True) -> tuple[dict, object]:
     """`jax.jit(train).lower(key)`, its `.compile()` and one call of the compiled program up to
     `jax.block_until_ready`, timed apart.
 
     Args:
         train: the whole-run training function of one argument, the key.
-        key: its PRNG key (or keys, for a vmapped `train`).
+        key: its PRNG key (or keys, for a vmapped `train`), or the program's one argument.
+        jit: lower `jax.jit(train)`; False: `train` is already a program of JAX's with its own
+            `.lower` (Stoix's `jax.pmap`ped learner), lowered as it is.
 
     Returns:
         `({"lower_s", "compile_s" (lowering included), "train_s"}, the program's output)`.
     """
     start = time.perf_counter()
-    lowered = jax.jit(train).lower(key)
+    lowered = (jax.jit(train) if jit else train).lower(key)
     lower_s = time.perf_counter() - start
     compiled = lowered.compile()
     compile_s = time.perf_counter() - start

@@ -293,18 +293,11 @@ def measure(spec: dict, side: str, launched: float) -> dict:
     timings, output = compile_and_run(train, key)
     before_train_s = round(curves.seconds_since(launched) - timings["train_s"], 3)
     steps, returns, times = curve(output)
-    env = REJAX_SETTINGS[spec["setting"]]["env"]
-    return {
-        **spec, "side": side, "env": env, "env_steps": env_steps, "startup_s": startup_s,
-        **timings, "before_train_s": before_train_s,
-        "sps": round(spec["num_seeds"] * env_steps / timings["train_s"]),
-        "final_return": curves.tail_mean(returns),
-        **curves.reaching(steps, returns, curves.THRESHOLDS[env], launched=launched,
-                          times=times, before_train_s=before_train_s,
-                          train_s=timings["train_s"], total_steps=env_steps),
-        "peak_rss_mib": curves.peak_rss_mib(),
-        "curve": {"kind": CURVES[side], "steps": steps, "returns": curves.rounded(returns)},
-    }
+    run = {**timings, "before_train_s": before_train_s, "env_steps": env_steps,
+           "steps": steps, "returns": returns, "times": times}
+    return curves.side_result(spec, side, REJAX_SETTINGS[spec["setting"]]["env"], run,
+                              kind=CURVES[side], startup_s=startup_s, launched=launched,
+                              num_seeds=spec["num_seeds"])
 
 
 def main() -> None:

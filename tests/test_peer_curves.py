@@ -124,3 +124,70 @@ def test_reaching_reads_a_lucky_point_and_the_moving_mean_apart():
     clock = curves.reaching(steps, returns, 475.0, launched=20.0, times=times)
     assert clock["time_to_return_s"] is None  # no clock taken by the lucky point
     assert clock["time_to_return_smoothed_s"] == 30.0
+
+
+def test_stoix_splits_its_budget_into_evaluations_and_decays_lr_past_its_end():
+    import peer_stoix
+
+    cartpole = peer_stoix.settings_of({"setting": "cartpole"})
+    # 1e7 // (1024 x 128) = 76 updates asked for, 20 calls of 3 run
+    assert peer_stoix.stoix_schedule(cartpole) == (76, 3, 60)
+    assert abs(peer_stoix.stoix_lr_end(cartpole) - 16 / 76) < 1e-12
+    small = peer_stoix.settings_of({"setting": "cartpole-purejaxrl"})
+    assert peer_stoix.stoix_schedule(small) == (976, 48, 960)
+    # a cut budget keeps one update and no more evaluations than updates
+    cut = peer_stoix.settings_of({"setting": "cartpole", "total_timesteps": 20_000})
+    assert (cut["total_timesteps"], cut["num_evaluation"]) == (131_072, 1)
+    assert peer_stoix.stoix_schedule(cut) == (1, 1, 1)
+    assert peer_stoix.STOIX_SETTINGS["cartpole"]["total_timesteps"] == 10_000_000  # uncut
+
+
+def test_stoix_overrides_name_only_what_differs_from_its_defaults():
+    import peer_stoix
+
+    assert peer_stoix.overrides(peer_stoix.STOIX_SETTINGS["cartpole"]) == []
+    assert peer_stoix.overrides(peer_stoix.STOIX_SETTINGS["cartpole-64tanh"]) == [
+        "network.actor_network.pre_torso.layer_sizes=[64,64]",
+        "network.critic_network.pre_torso.layer_sizes=[64,64]",
+        "network.actor_network.pre_torso.activation=tanh",
+        "network.critic_network.pre_torso.activation=tanh"]
+    small = peer_stoix.overrides(peer_stoix.STOIX_SETTINGS["cartpole-purejaxrl"])
+    assert "arch.total_num_envs=4" in small and "system.num_minibatches=4" in small
+    assert "system.actor_lr=0.00025" in small and "system.critic_lr=0.00025" in small
+    assert not any(o.startswith("system.epochs") for o in small)  # 4 is Stoix's default
+
+
+def test_covered_counts_nested_and_overlapping_spans_once_inside_the_window():
+    import peer_stoix
+
+    spans = [(1.0, 4.0), (2.0, 3.0), (3.5, 5.0), (8.0, 12.0), (20.0, 21.0)]
+    # [1, 5] once (nested and overlapping), [8, 10] cut by the window's end
+    assert peer_stoix.covered(spans, 0.0, 10.0) == 6.0
+    assert peer_stoix.covered(spans, 4.5, 9.0) == 1.5
+    assert peer_stoix.covered([], 0.0, 1.0) == 0.0
+
+
+def test_purerl_matches_the_updates_and_lr_stoix_runs():
+    import peer_stoix
+
+    config = peer_stoix.purerl_config({"setting": "cartpole"})
+    assert config.num_updates == 60 and config.batch_size == 1024 * 128
+    assert config.ppo.num_minibatches == 16 and config.network.hidden_sizes == [256, 256]
+    lr = config.schedules()["lr"]
+    assert lr.kind == "linear" and abs(lr.end - 16 / 76) < 1e-12
+    # at update u both give lr x (1 - u / 76)
+    assert abs((1 + (lr.end - 1) * 30 / 60) - (1 - 30 / 76)) < 1e-12
+
+
+def test_side_result_reads_the_run_and_its_curve():
+    run = {"env_steps": 1000, "train_s": 4.0, "before_train_s": 2.0, "compile_s": 1.5,
+           "steps": [250, 500, 750, 1000], "returns": [10.0, 480.0, NAN, 500.0], "times": None}
+    result = curves.side_result({"setting": "x"}, "peer", "CartPole-v1", run, kind="k",
+                                startup_s=0.5, launched=0.0, num_seeds=2)
+    assert result["sps"] == 500  # both seeds' 1,000 steps in 4 s
+    assert result["compile_s"] == 1.5 and result["num_seeds"] == 2 and result["setting"] == "x"
+    assert result["time_to_return_s"] == 4.0  # 2 s before training + half of 4 s
+    assert result["final_return"] == 500.0
+    assert result["curve"] == {"kind": "k", "steps": [250, 500, 750, 1000],
+                               "returns": [10.0, 480.0, None, 500.0]}
+    assert "steps" in run  # the run is left as it was
