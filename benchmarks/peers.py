@@ -1,15 +1,16 @@
 """purerl and a peer side by side, taking turns: PureJaxRL (`ppo.py`, `ppo_rnn.py`, the default)
-at the same settings, or with --peer rejax, sb3 or sbx at that peer's own setting.
+at the same settings, or with --peer rejax, sb3, sbx or brax at that peer's own setting.
 
     python benchmarks/peers.py --purejaxrl ../purejaxrl --peer-python ../peer-venv/bin/python
     python benchmarks/peers.py --purejaxrl ../purejaxrl --peer-python ... --rows 4envs 8seeds
     python benchmarks/peers.py --rows gru-vs-mlp   # purerl alone: no checkout needed
     python benchmarks/peers.py --peer rejax --peer-python ../rejax-venv/bin/python
+    python benchmarks/peers.py --peer brax --peer-python ../brax-venv/bin/python
 
-`--peer rejax`, `sb3` and `sbx` run from an install in a venv the user points to
+`--peer rejax`, `sb3`, `sbx` and `brax` run from an install in a venv the user points to
 (`--peer-python`; without it, one line says how to get one and the script exits 0), through
-`other_peers.py` and their drivers `peer_rejax.py` and `peer_sb3.py`, whose docstrings give
-each peer's setting, what purerl matches of it and what differs; they write
+`other_peers.py` and their drivers `peer_rejax.py`, `peer_sb3.py` and `peer_brax.py`, whose
+docstrings give each peer's setting, what purerl matches of it and what differs; they write
 `results/peers_<peer>.json`. The rest of this docstring is PureJaxRL's.
 
 No peer code is in this repository. PureJaxRL is public on GitHub; its `ppo.py` was written for
@@ -354,7 +355,8 @@ def formatted(values: dict | None, unit: str) -> str:
 # How a table heads each side's column.
 HEADINGS = {"purejaxrl": "PureJaxRL", "purerl": "purerl", "mlp": "purerl MLP",
             "gru": "purerl GRU", "rejax": "rejax", "rejax-lean": "rejax lean",
-            "sb3-zoo": "SB3 (RL Zoo)", "sb3": "SB3", "sbx": "sbx"}
+            "sb3-zoo": "SB3 (RL Zoo)", "sb3": "SB3", "sbx": "sbx", "brax": "Brax",
+            "brax-lean": "Brax lean"}
 
 
 def markdown(lines: list[dict], sides: tuple = PEER_SIDES) -> str:
