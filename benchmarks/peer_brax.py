@@ -426,22 +426,15 @@ def measure(spec: dict, side: str, launched: float) -> dict:
         launched: when this process was launched, seconds since the epoch.
 
     Returns:
-        The result, JSON-ready, as `peer_rejax.measure` gives it.
+        The result, JSON-ready (`peer_curves.run_result`).
     """
     start_jax()
     startup_s = curves.seconds_since(launched)
     run = (purerl_run(spec, launched) if side == "purerl"
            else brax_run(spec, side == "brax-lean", launched))
-    steps, returns, times = run.pop("steps"), run.pop("returns"), run.pop("times")
     env = f"brax/{BRAX_SETTINGS[spec['setting']]['env']}"
-    return {**spec, "side": side, "env": env, "num_seeds": 1, "startup_s": startup_s, **run,
-            "sps": round(run["env_steps"] / run["train_s"]),
-            "final_return": curves.tail_mean(returns),
-            **curves.reaching(steps, returns, curves.THRESHOLDS[env], launched=launched,
-                              times=times, before_train_s=run["before_train_s"],
-                              train_s=run["train_s"], total_steps=run["env_steps"]),
-            "peak_rss_mib": curves.peak_rss_mib(),
-            "curve": {"kind": CURVES[side], "steps": steps, "returns": curves.rounded(returns)}}
+    return curves.run_result(spec, side, env, run, launched=launched, startup_s=startup_s,
+                             kind=CURVES[side])
 
 
 def main() -> None:

@@ -257,6 +257,36 @@ def peak_rss_mib() -> float:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
+def run_result(spec: dict, side: str, env: str, run: dict, *, launched: float,
+               startup_s: float, kind: str) -> dict:
+    """A driver's result of one run of one seed, as `peers.py` reads it.
+
+    Args:
+        spec: the program.
+        side: the side that ran it.
+        env: the env, a key of THRESHOLDS.
+        run: its timings (`train_s`, `before_train_s` and any more), `env_steps`, and its
+            curve: `steps`, `returns`, `times` (the wall clock at each point; None to read time
+            to the return off the steady training rate), which are taken out of it.
+        launched: when the process was launched, seconds since the epoch.
+        startup_s: seconds from then until JAX (or the side's library) had started.
+        kind: what the curve is, in words.
+
+    Returns:
+        The result, JSON-ready: the program, side, env, timings, steps/s, final return, time to
+        the return (`reaching`), peak memory and the curve.
+    """
+    steps, returns, times = run.pop("steps"), run.pop("returns"), run.pop("times")
+    return {**spec, "side": side, "env": env, "num_seeds": 1, "startup_s": startup_s, **run,
+            "sps": round(run["env_steps"] / run["train_s"]),
+            "final_return": tail_mean(returns),
+            **reaching(steps, returns, THRESHOLDS[env], launched=launched, times=times,
+                       before_train_s=run["before_train_s"], train_s=run["train_s"],
+                       total_steps=run["env_steps"]),
+            "peak_rss_mib": peak_rss_mib(),
+            "curve": {"kind": kind, "steps": steps, "returns": rounded(returns)}}
+
+
 def driver_main(description: str, sides: tuple, measure, started: float) -> None:
     """A driver's command line, `DRIVER SIDE PROGRAM OUT`: runs `measure(program, side,
     launched)` and writes its result, with the process's time so far, to OUT as JSON.

@@ -264,7 +264,7 @@ def measure(spec: dict, side: str, launched: float) -> dict:
         launched: when this process was launched, seconds since the epoch.
 
     Returns:
-        The result, JSON-ready, as `peer_rejax.measure` gives it.
+        The result, JSON-ready (`peer_curves.run_result`).
     """
     if side == "purerl":
         from peer_driver import start_jax
@@ -274,15 +274,8 @@ def measure(spec: dict, side: str, launched: float) -> dict:
     runs = {"purerl": lambda: run_purerl(spec, launched),
             "sb3-zoo": lambda: run_zoo(spec, launched)}
     run = runs.get(side, lambda: run_sb3(spec, side, launched))()
-    steps, returns, times = run.pop("steps"), run.pop("returns"), run.pop("times")
-    return {**spec, "side": side, "env": ENV, "num_seeds": 1, "startup_s": startup_s, **run,
-            "sps": round(run["env_steps"] / run["train_s"]),
-            "final_return": curves.tail_mean(returns),
-            **curves.reaching(steps, returns, curves.THRESHOLDS[ENV], launched=launched,
-                              times=times, before_train_s=run["before_train_s"],
-                              train_s=run["train_s"], total_steps=run["env_steps"]),
-            "peak_rss_mib": curves.peak_rss_mib(),
-            "curve": {"kind": CURVES[side], "steps": steps, "returns": curves.rounded(returns)}}
+    return curves.run_result(spec, side, ENV, run, launched=launched, startup_s=startup_s,
+                             kind=CURVES[side])
 
 
 def main() -> None:

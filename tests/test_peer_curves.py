@@ -179,3 +179,15 @@ def test_purerl_runs_under_the_peer_python_where_the_peer_says():
 
     assert other_peers.purerl_python(other_peers.PEERS["brax"], "/venv/python") == "/venv/python"
     assert other_peers.purerl_python(other_peers.PEERS["rejax"], "/venv/python") == sys.executable
+
+
+def test_run_result_reads_the_curve_out_of_the_run():
+    run = {"train_s": 4.0, "before_train_s": 2.0, "env_steps": 4000, "compile_s": 1.5,
+           "steps": list(range(100, 4100, 100)), "returns": [10.0] * 30 + [960.0] * 10,
+           "times": None}
+    result = curves.run_result({"setting": "x"}, "purerl", "brax/inverted_pendulum", run,
+                               launched=0.0, startup_s=0.5, kind="k")
+    assert result["sps"] == 1000 and result["compile_s"] == 1.5 and result["threshold"] == 950.0
+    assert result["time_to_return_s"] == 5.1  # 2 s, then 3,100 of 4,000 steps of 4 s
+    assert result["final_return"] == 960.0 and result["curve"]["kind"] == "k"
+    assert "times" not in result and len(result["curve"]["returns"]) == 40
