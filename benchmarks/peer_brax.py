@@ -59,15 +59,16 @@ The sides:
   progress_fn=...)`: before training and after each of `num_evals - 1` stretches of training
   (`ceil(num_timesteps / ((num_evals - 1) x update))` updates each, so inverted_pendulum trains
   19 x 163,840 = 3,112,960 steps for its 2M), its evaluator plays 128 envs for 1000 steps
-  each (128,000 env steps of inference every stretch; the inverted_pendulum run plays 2.7M such
-  steps beside its 3.1M of training). Its curve is `eval/episode_reward` (the 128 episodes' mean
-  return) at each evaluation, with the wall clock when `progress_fn` receives it.
-- brax-lean: the same call with `num_evals=0`, `run_evals=False` and `log_training_metrics=True`
-  (what Brax's release notes give for training without evaluations): one stretch of
-  `ceil(num_timesteps / update)` updates, no evaluation; after every update a host callback
-  (`jax.debug.callback`) hands Brax's logger the update's finished episodes, and its curve is Brax's
-  `episode/sum_reward` there (the mean return of the last 100 episodes that ended), with the
-  wall clock when `progress_fn` receives it.
+  each (128,000 env steps of inference every stretch; the inverted_pendulum run plays 2.56M
+  such steps beside its 3.1M of training). Its curve is `eval/episode_reward` (the 128
+  episodes' mean return) at each evaluation, with the wall clock when `progress_fn` receives
+  it.
+- brax-lean: the same call with `num_evals=0`, `run_evals=False` and
+  `log_training_metrics=True` (what Brax's release notes give for training without
+  evaluations): one stretch of `ceil(num_timesteps / update)` updates, no evaluation; after
+  every update a host callback (`jax.debug.callback`) hands Brax's logger the update's finished
+  episodes, and its curve is Brax's `episode/sum_reward` there (the mean return of the last 100
+  episodes that ended), with the wall clock when `progress_fn` receives it.
 - purerl: `purerl.make_train` with `env.name=brax/<env>`, `env.backend`, the same envs, update
   layout (above), epochs, minibatches, lr (constant), gamma, lambda, clip 0.3, no value clipping,
   entropy and value coefficients, observation normalization (purerl's running mean and
@@ -87,9 +88,11 @@ its action clipped to [-1, 1]. Time limits: Brax's GAE masks a truncated step ou
 bootstraps it from its true next observation. Resets: Brax's auto-reset restores each env's
 first state, purerl draws a fresh one. Adam's eps (1e-8 against 1e-5); the observation
 statistics (Brax updates them before the update's epochs, purerl after); the PRNG (threefry
-against `unsafe_rbg`). The work per env step is otherwise the same: one policy pass per rollout
-step (Brax's value pass happens in the loss: per minibatch step both sides run the policy and
-the value over the minibatch, Brax once more for each sequence's bootstrap observation).
+against `unsafe_rbg`). The work per env step is otherwise about the same: a policy pass per
+rollout step, and in every minibatch step the policy and the value over the minibatch, forward
+and backward; Brax also runs the value over each 5-step sequence's bootstrap observation in
+every epoch (4 x 1/5 of a forward pass per step), purerl over every rollout step once (its GAE
+reads the rollout's values: one forward pass per step).
 
 Timing. purerl: JAX's persistent cache off, JAX started before timing; lowering + compile
 (timed as compile), then one call of the compiled program (timed as training). Brax's `train`
