@@ -31,6 +31,7 @@ from typing import NamedTuple
 from peer_curves import LAUNCHED_AT
 from peers import (
     BENCHMARKS,
+    HUNG_AFTER_S,
     PURERL_PACKAGES,
     REPO,
     comparison,
@@ -46,9 +47,10 @@ from peers import (
 class Peer(NamedTuple):
     """A peer: its driver (a file in benchmarks/), its sides in a turn's order after purerl's,
     its rows (name: the programs each side runs), the packages whose versions are recorded,
-    the line that says how to get it, and whether purerl's side runs under the peer's Python
+    the line that says how to get it, whether purerl's side runs under the peer's Python
     too (its venv then holds purerl with what the peer's envs need, e.g. `purerl[brax]`, and
-    purerl's side imports purerl from this repository: PYTHONPATH)."""
+    purerl's side imports purerl from this repository: PYTHONPATH), and after how long a run
+    of its driver has hung."""
 
     driver: str
     sides: tuple
@@ -56,6 +58,7 @@ class Peer(NamedTuple):
     packages: list
     get_it: str
     purerl_in_peer_python: bool = False
+    hung_after_s: float = HUNG_AFTER_S
 
 
 def seeds(setting: str, *counts: int) -> list:
@@ -96,7 +99,9 @@ PEERS = {
         "python3.11 -m venv ../brax-venv && ../brax-venv/bin/pip install -e '.[brax]' "
         "jax==0.10.2 jaxlib==0.10.2 (purerl and brax: both sides run there), then "
         "--peer-python ../brax-venv/bin/python",
-        purerl_in_peer_python=True),
+        # Brax's shipped inverted_pendulum run (3.1M steps, 20 evaluations) takes 10-20
+        # minutes on a 2-core CPU
+        purerl_in_peer_python=True, hung_after_s=3600),
 }
 
 
@@ -124,7 +129,7 @@ def run_side(peer: Peer, side: str, python: str, program: dict, work: Path) -> d
         env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(REPO), env.get("PYTHONPATH"))))
     env[LAUNCHED_AT] = repr(time.time())
     wall_s = timed_run([python, BENCHMARKS / peer.driver, side, json.dumps(program), out],
-                       REPO, work / f"{side}.log", env)
+                       REPO, work / f"{side}.log", env, peer.hung_after_s)
     return {**json.loads(out.read_text()), "process_wall_s": round(wall_s, 3)}
 
 

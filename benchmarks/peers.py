@@ -142,10 +142,11 @@ def subprocess_env() -> dict:
 HUNG_AFTER_S = 600
 
 
-def timed_run(command: list, cwd: Path, log: Path, env: dict | None = None) -> float:
-    """Wall seconds of `command` from start to exit; its output goes to `log`. A command that
-    hangs (HUNG_AFTER_S) is run again once; exits with the end of its output when the command
-    fails or hangs twice."""
+def timed_run(command: list, cwd: Path, log: Path, env: dict | None = None,
+              hung_after_s: float = HUNG_AFTER_S) -> float:
+    """Wall seconds of `command` from start to exit; its output goes to `log`. A command still
+    running after `hung_after_s` has hung: it is run again once; exits with the end of its
+    output when the command fails or hangs twice."""
     name = " ".join(map(str, command))
     for attempt in (1, 2):
         with log.open("w") as out:
@@ -153,9 +154,9 @@ def timed_run(command: list, cwd: Path, log: Path, env: dict | None = None) -> f
             try:
                 returncode = subprocess.run(command, cwd=cwd, env=env or subprocess_env(),
                                             stdout=out, stderr=subprocess.STDOUT,
-                                            timeout=HUNG_AFTER_S).returncode
+                                            timeout=hung_after_s).returncode
             except subprocess.TimeoutExpired:
-                print(f"{name} hung: killed after {HUNG_AFTER_S} s"
+                print(f"{name} hung: killed after {hung_after_s:g} s"
                       + ("; running it again" if attempt == 1 else ""), flush=True)
                 continue
             wall_s = time.perf_counter() - start

@@ -191,3 +191,14 @@ def test_run_result_reads_the_curve_out_of_the_run():
     assert result["time_to_return_s"] == 5.1  # 2 s, then 3,100 of 4,000 steps of 4 s
     assert result["final_return"] == 960.0 and result["curve"]["kind"] == "k"
     assert "times" not in result and len(result["curve"]["returns"]) == 40
+
+
+def test_a_run_past_its_peers_limit_counts_as_hung(tmp_path):
+    import peers
+    import pytest
+
+    command = [sys.executable, "-c", "import time; time.sleep(30)"]
+    with pytest.raises(SystemExit, match="hung twice"):
+        peers.timed_run(command, tmp_path, tmp_path / "log", hung_after_s=0.5)
+    assert peers.timed_run([sys.executable, "-c", "pass"], tmp_path, tmp_path / "log",
+                           hung_after_s=30) < 30
