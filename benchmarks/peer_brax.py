@@ -27,10 +27,11 @@ envs):
   inverted_pendulum, inverted_double_pendulum and ant entries share (reward_scaling 10,
   unroll_length 5, num_minibatches 32, num_updates_per_batch 4, discounting 0.97,
   learning_rate 3e-4, entropy_cost 1e-2), with episode_length 1000, normalize_observations,
-  action_repeat 1 and the `positional` backend, and cuts it to fit a few minutes per side on a
-  2-core CPU: num_envs 2048 -> 256 and batch_size 1024 -> 256 (an update of 40,960 env steps
-  instead of 163,840: more updates in the budget), num_timesteps (ant's 50M) -> 1,000,000 and
-  num_evals (ant's 10) -> 5.
+  action_repeat 1 and the `positional` backend. What those entries set per env (num_envs 2048
+  or ant's 4096, batch_size 1024 or 2048, num_timesteps 2M, 20M or 50M, num_evals 20 or 10)
+  is cut to fit a few minutes per side on a 2-core CPU: num_envs 256 and batch_size 256 (an
+  update of 40,960 env steps instead of 163,840: more updates in the budget), num_timesteps
+  1,000,000, num_evals 5.
 
 Everything else is ppo.train's default in brax 0.14.2 (`BRAX_DEFAULTS`, checked against its
 signature when the brax sides start): gae_lambda 0.95, clipping_epsilon 0.3, no value clipping,
