@@ -5,13 +5,15 @@ points to (`--peer-python`, a venv's Python), purerl taking turns with it, a tab
     python benchmarks/peers.py --peer stoix --peer-python ../stoix-venv/bin/python
     python benchmarks/peers.py --peer sb3 --peer-python ../sb3-venv/bin/python
     python benchmarks/peers.py --peer sbx --peer-python ../sb3-venv/bin/python
+    python benchmarks/peers.py --peer brax --peer-python ../brax-venv/bin/python
 
-Each peer's driver (`peer_rejax.py`, `peer_stoix.py`, `peer_sb3.py`) runs one program per
-process, under the peer's Python for its sides and under this Python for purerl's; a turn runs
-every program of a row once per side, purerl first. From each run: the whole process's wall
-time (timed here, from start to exit), its start-up, compile (where there is one) and training
-time, training steps/s (compile excluded), the final return, time to the env's return
-threshold from the process's start, and the process's peak resident memory. Writes
+Each peer's driver (`peer_rejax.py`, `peer_stoix.py`, `peer_sb3.py`, `peer_brax.py`) runs one
+program per process, under the peer's Python for its sides and under this Python for purerl's (Brax:
+under the peer's Python too, whose venv holds `purerl[brax]`, with this repository first on
+PYTHONPATH); a turn runs every program of a row once per side, purerl first. From each run: the
+whole process's wall time (timed here, from start to exit), its start-up, compile (where there is
+one) and training time, training steps/s (compile excluded), the final return, time to the env's
+return threshold from the process's start, and the process's peak resident memory. Writes
 `results/peers_<peer>.json` and prints a table per row of medians, with purerl / peer ratios.
 """
 
@@ -29,6 +31,7 @@ from typing import NamedTuple
 from peer_curves import LAUNCHED_AT
 from peers import (
     BENCHMARKS,
+    HUNG_AFTER_S,
     PURERL_PACKAGES,
     REPO,
     comparison,
@@ -44,13 +47,18 @@ from peers import (
 class Peer(NamedTuple):
     """A peer: its driver (a file in benchmarks/), its sides in a turn's order after purerl's,
     its rows (name: the programs each side runs), the packages whose versions are recorded,
-    and the line that says how to get it."""
+    the line that says how to get it, whether purerl's side runs under the peer's Python
+    too (its venv then holds purerl with what the peer's envs need, e.g. `purerl[brax]`, and
+    purerl's side imports purerl from this repository: PYTHONPATH), and after how long a run
+    of its driver has hung."""
 
     driver: str
     sides: tuple
     rows: dict
     packages: list
     get_it: str
+    purerl_in_peer_python: bool = False
+    hung_after_s: float = HUNG_AFTER_S
 
 
 def seeds(setting: str, *counts: int) -> list:
@@ -92,6 +100,17 @@ PEERS = {
         "peer_sb3.py", ("sbx",), {"cartpole-zoo": [{"setting": "cartpole-zoo"}]},
         ["sbx-rl", "stable-baselines3", "jax", "jaxlib", "flax", "optax", "gymnasium", "numpy"],
         "the sb3 peer's venv (it holds sbx too), --peer-python ../sb3-venv/bin/python"),
+    "brax": Peer(
+        "peer_brax.py", ("brax", "brax-lean"),
+        {"inverted_pendulum": [{"setting": "inverted_pendulum"}],
+         "hopper": [{"setting": "hopper"}]},
+        ["brax", "mujoco", "mujoco-mjx", "jax", "jaxlib", "flax", "optax", "numpy"],
+        "python3.11 -m venv ../brax-venv && ../brax-venv/bin/pip install -e '.[brax]' "
+        "jax==0.10.2 jaxlib==0.10.2 (purerl and brax: both sides run there), then "
+        "--peer-python ../brax-venv/bin/python",
+        # Brax's shipped inverted_pendulum run (3.1M steps, 20 evaluations) takes 10-20
+        # minutes on a 2-core CPU
+        purerl_in_peer_python=True, hung_after_s=3600),
 }
 
 
@@ -115,10 +134,25 @@ def run_side(peer: Peer, side: str, python: str, program: dict, work: Path) -> d
     """
     out = work / f"{side}.json"
     env = subprocess_env()
+    if side == "purerl" and peer.purerl_in_peer_python:  # this repository's purerl
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(REPO), env.get("PYTHONPATH"))))
     env[LAUNCHED_AT] = repr(time.time())
     wall_s = timed_run([python, BENCHMARKS / peer.driver, side, json.dumps(program), out],
-                       REPO, work / f"{side}.log", env)
+                       REPO, work / f"{side}.log", env, peer.hung_after_s)
     return {**json.loads(out.read_text()), "process_wall_s": round(wall_s, 3)}
+
+
+def purerl_python(peer: Peer, peer_python: str) -> str:
+    """The Python that runs purerl's side against `peer`.
+
+    Args:
+        peer: the peer.
+        peer_python: the peer's venv's Python.
+
+    Returns:
+        `peer_python` where the peer's venv holds purerl too, else this Python.
+    """
+    return peer_python if peer.purerl_in_peer_python else sys.executable
 
 
 def run_turn(peer: Peer, programs: list, peer_python: str, work: Path) -> list:
@@ -139,7 +173,7 @@ def run_turn(peer: Peer, programs: list, peer_python: str, work: Path) -> list:
         for side in ("purerl", *peer.sides):
             side_dir = work / f"{index}_{side}"
             side_dir.mkdir()
-            python = sys.executable if side == "purerl" else peer_python
+            python = purerl_python(peer, peer_python) if side == "purerl" else peer_python
             sides[side] = run_side(peer, side, python, program, side_dir)
         turn.append(sides)
     return turn
@@ -254,8 +288,9 @@ def run(name: str, peer_python: str, rows: list, repeats: int, out: Path,
     result = {
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "machine": machine(), "repeats": repeats, "peer": name,
-        "purerl": {**git_state(REPO), "python": sys.executable,
-                   "versions": package_versions(sys.executable, PURERL_PACKAGES)},
+        "purerl": {**git_state(REPO), "python": purerl_python(peer, peer_python),
+                   "versions": package_versions(purerl_python(peer, peer_python),
+                                                PURERL_PACKAGES)},
         name: {"python": peer_python, "versions": package_versions(peer_python, peer.packages)},
         "programs": programs, "rows": {}, "tables": {},
     }

@@ -1,8 +1,8 @@
 """What the peer drivers read from a learning curve and from their own process, in plain Python.
 
-Every driver (`peer_rejax.py`, `peer_sb3.py`) runs under its own side's Python, a venv where
-purerl may not be installed, and imports this file from its folder; it imports nothing beyond
-the standard library, so the tests read it too.
+Every driver (`peer_rejax.py`, `peer_sb3.py`, `peer_brax.py`) runs under its own side's
+Python, a venv where purerl may not be installed, and imports this file from its folder; it
+imports nothing beyond the standard library, so the tests read it too.
 
 A curve is two equal-length sequences: the env steps (of one seed) at each point and the
 training return logged there (a mean over the seeds where several ran). Time to a return is the
@@ -23,7 +23,8 @@ import time
 from pathlib import Path
 
 # The return that counts as solved, per env (issue 31's thresholds).
-THRESHOLDS = {"CartPole-v1": 475.0, "Breakout-MinAtar": 10.0}
+THRESHOLDS = {"CartPole-v1": 475.0, "Breakout-MinAtar": 10.0, "brax/inverted_pendulum": 950.0,
+              "brax/hopper": 1500.0}
 # The environment variable in which `peers.py` hands a driver the wall time (seconds since the
 # epoch) at which it launched the driver's process.
 LAUNCHED_AT = "PEERS_LAUNCHED_AT"

@@ -264,7 +264,7 @@ def measure(spec: dict, side: str, launched: float) -> dict:
         launched: when this process was launched, seconds since the epoch.
 
     Returns:
-        The result, JSON-ready, as `peer_rejax.measure` gives it.
+        The result, JSON-ready (`peer_curves.side_result`).
     """
     if side == "purerl":
         from peer_driver import start_jax

@@ -1,17 +1,18 @@
 """purerl and a peer side by side, taking turns: PureJaxRL (`ppo.py`, `ppo_rnn.py`, the default)
-at the same settings, or with --peer rejax, stoix, sb3 or sbx at that peer's own setting.
+at the same settings, or with --peer rejax, stoix, sb3, sbx or brax at that peer's own setting.
 
     python benchmarks/peers.py --purejaxrl ../purejaxrl --peer-python ../peer-venv/bin/python
     python benchmarks/peers.py --purejaxrl ../purejaxrl --peer-python ... --rows 4envs 8seeds
     python benchmarks/peers.py --rows gru-vs-mlp   # purerl alone: no checkout needed
     python benchmarks/peers.py --peer rejax --peer-python ../rejax-venv/bin/python
     python benchmarks/peers.py --peer stoix --peer-python ../stoix-venv/bin/python
+    python benchmarks/peers.py --peer brax --peer-python ../brax-venv/bin/python
 
-`--peer rejax`, `stoix`, `sb3` and `sbx` run from an install in a venv the user points to
+`--peer rejax`, `stoix`, `sb3`, `sbx` and `brax` run from an install in a venv the user points to
 (`--peer-python`; without it, one line says how to get one and the script exits 0), through
-`other_peers.py` and their drivers `peer_rejax.py`, `peer_stoix.py` and `peer_sb3.py`, whose
-docstrings give each peer's setting, what purerl matches of it and what differs; they write
-`results/peers_<peer>.json`. The rest of this docstring is PureJaxRL's.
+`other_peers.py` and their drivers `peer_rejax.py`, `peer_stoix.py`, `peer_sb3.py` and
+`peer_brax.py`, whose docstrings give each peer's setting, what purerl matches of it and what
+differs; they write `results/peers_<peer>.json`. The rest of this docstring is PureJaxRL's.
 
 No peer code is in this repository. PureJaxRL is public on GitHub; its `ppo.py` was written for
 gymnax 0.0.x's five-value step, and the `wrappers.py` it imports imports brax and navix, so it
@@ -142,10 +143,11 @@ def subprocess_env() -> dict:
 HUNG_AFTER_S = 600
 
 
-def timed_run(command: list, cwd: Path, log: Path, env: dict | None = None) -> float:
-    """Wall seconds of `command` from start to exit; its output goes to `log`. A command that
-    hangs (HUNG_AFTER_S) is run again once; exits with the end of its output when the command
-    fails or hangs twice."""
+def timed_run(command: list, cwd: Path, log: Path, env: dict | None = None,
+              hung_after_s: float = HUNG_AFTER_S) -> float:
+    """Wall seconds of `command` from start to exit; its output goes to `log`. A command still
+    running after `hung_after_s` has hung: it is run again once; exits with the end of its
+    output when the command fails or hangs twice."""
     name = " ".join(map(str, command))
     for attempt in (1, 2):
         with log.open("w") as out:
@@ -153,9 +155,9 @@ def timed_run(command: list, cwd: Path, log: Path, env: dict | None = None) -> f
             try:
                 returncode = subprocess.run(command, cwd=cwd, env=env or subprocess_env(),
                                             stdout=out, stderr=subprocess.STDOUT,
-                                            timeout=HUNG_AFTER_S).returncode
+                                            timeout=hung_after_s).returncode
             except subprocess.TimeoutExpired:
-                print(f"{name} hung: killed after {HUNG_AFTER_S} s"
+                print(f"{name} hung: killed after {hung_after_s:g} s"
                       + ("; running it again" if attempt == 1 else ""), flush=True)
                 continue
             wall_s = time.perf_counter() - start
@@ -356,7 +358,8 @@ def formatted(values: dict | None, unit: str) -> str:
 HEADINGS = {"purejaxrl": "PureJaxRL", "purerl": "purerl", "mlp": "purerl MLP",
             "gru": "purerl GRU", "rejax": "rejax", "rejax-lean": "rejax lean",
             "stoix": "Stoix", "stoix-lean": "Stoix lean",
-            "sb3-zoo": "SB3 (RL Zoo)", "sb3": "SB3", "sbx": "sbx"}
+            "sb3-zoo": "SB3 (RL Zoo)", "sb3": "SB3", "sbx": "sbx", "brax": "Brax",
+            "brax-lean": "Brax lean"}
 
 
 def markdown(lines: list[dict], sides: tuple = PEER_SIDES) -> str:

@@ -191,3 +191,81 @@ def test_side_result_reads_the_run_and_its_curve():
     assert result["curve"] == {"kind": "k", "steps": [250, 500, 750, 1000],
                                "returns": [10.0, 480.0, None, 500.0]}
     assert "steps" in run  # the run is left as it was
+
+
+def test_brax_splits_its_budget_into_stretches_between_evaluations():
+    import peer_brax
+
+    pendulum = peer_brax.BRAX_SETTINGS["inverted_pendulum"]
+    hopper = peer_brax.BRAX_SETTINGS["hopper"]
+    assert peer_brax.update_steps(pendulum) == 1024 * 32 * 5
+    # 19 stretches of at least one 163,840-step update: 3.1M steps for the notebook's 2M
+    assert peer_brax.brax_schedule(pendulum, pendulum["num_evals"]) == (19, 1, 3_112_960)
+    assert peer_brax.brax_schedule(pendulum, 0) == (1, 13, 2_129_920)
+    assert peer_brax.brax_schedule(hopper, hopper["num_evals"]) == (4, 7, 1_146_880)
+    assert peer_brax.brax_schedule(hopper, 0) == (1, 25, 1_024_000)
+
+
+def test_a_cut_brax_budget_keeps_at_most_an_evaluation_per_update():
+    import peer_brax
+
+    cut = peer_brax.settings_of({"setting": "inverted_pendulum", "total_timesteps": 327_680})
+    assert cut["num_evals"] == 3 and cut["num_timesteps"] == 327_680
+    assert peer_brax.brax_schedule(cut, cut["num_evals"]) == (2, 1, 327_680)
+    assert peer_brax.settings_of({"setting": "hopper"}) == peer_brax.BRAX_SETTINGS["hopper"]
+
+
+def test_purerl_matches_brax_update_layout():
+    import peer_brax
+    import pytest
+
+    pendulum = peer_brax.BRAX_SETTINGS["inverted_pendulum"]
+    assert peer_brax.purerl_num_steps(pendulum) == 80  # 16 unrolls of 5 steps per env
+    assert peer_brax.purerl_num_steps(peer_brax.BRAX_SETTINGS["hopper"]) == 160
+    config = peer_brax.purerl_config({"setting": "inverted_pendulum"}, 2_129_920)
+    assert config.batch_size == peer_brax.update_steps(pendulum)
+    assert config.batch_size // config.ppo.num_minibatches == 1024 * 5  # Brax's minibatch
+    assert (config.ppo.num_epochs, config.ppo.gamma, config.ppo.clip_eps) == (4, 0.97, 0.3)
+    assert config.env.name == "brax/inverted_pendulum" and config.env.backend == "positional"
+    with pytest.raises(ValueError, match="not a multiple of num_envs"):
+        peer_brax.purerl_num_steps(dict(pendulum, num_envs=3000))
+
+
+def test_compile_clock_sums_only_compile_events():
+    import peer_brax
+
+    clock = peer_brax.CompileClock()
+    clock("/jax/core/compile/jaxpr_trace_duration", 0.5, fun_name="f")
+    clock("/jax/core/compile/backend_compile_duration", 2.0)
+    clock("/jax/compilation_cache/cache_retrieval_time_sec", 9.0)
+    assert (clock.lowering_s(), clock.compile_s()) == (0.5, 2.5)
+
+
+def test_purerl_runs_under_the_peer_python_where_the_peer_says():
+    import other_peers
+
+    assert other_peers.purerl_python(other_peers.PEERS["brax"], "/venv/python") == "/venv/python"
+    assert other_peers.purerl_python(other_peers.PEERS["rejax"], "/venv/python") == sys.executable
+
+
+def test_side_result_reads_a_brax_curve_against_its_threshold():
+    run = {"train_s": 4.0, "before_train_s": 2.0, "env_steps": 4000, "compile_s": 1.5,
+           "steps": list(range(100, 4100, 100)), "returns": [10.0] * 30 + [960.0] * 10,
+           "times": None}
+    result = curves.side_result({"setting": "x"}, "purerl", "brax/inverted_pendulum", run,
+                                kind="k", startup_s=0.5, launched=0.0)
+    assert result["sps"] == 1000 and result["compile_s"] == 1.5 and result["threshold"] == 950.0
+    assert result["time_to_return_s"] == 5.1  # 2 s, then 3,100 of 4,000 steps of 4 s
+    assert result["final_return"] == 960.0 and result["curve"]["kind"] == "k"
+    assert "times" not in result and len(result["curve"]["returns"]) == 40
+
+
+def test_a_run_past_its_peers_limit_counts_as_hung(tmp_path):
+    import peers
+    import pytest
+
+    command = [sys.executable, "-c", "import time; time.sleep(30)"]
+    with pytest.raises(SystemExit, match="hung twice"):
+        peers.timed_run(command, tmp_path, tmp_path / "log", hung_after_s=0.5)
+    assert peers.timed_run([sys.executable, "-c", "pass"], tmp_path, tmp_path / "log",
+                           hung_after_s=30) < 30
