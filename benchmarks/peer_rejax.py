@@ -7,8 +7,9 @@
 
 rejax (PyPI `rejax`, measured at 0.1.3: jax, flax, optax and gymnax as purerl's, jax 0.10.2)
 runs under its venv's Python, where purerl is not installed: this file imports nothing of purerl
-or rejax at its top. A program is `{"setting", "num_seeds"}` (and `"total_timesteps"` to cut
-the budget for a check); the settings are rejax's own PPO settings for its two envs here:
+or rejax at its top. A program is `{"setting", "num_seeds"}` (and `"total_timesteps"` to cut the
+budget for a check, `"num_epochs"` to change the epochs); the settings are rejax's own PPO
+settings for its two envs here:
 
 - cartpole: its `configs/gymnax/cartpole.yaml` `ppo` (gymnax CartPole-v1, 5 envs x 100 steps,
   5 epochs x 5 minibatches, lr 7.5e-4 constant, 1e5 steps, an evaluation every 1,000 steps).
@@ -114,7 +115,8 @@ def settings_of(spec: dict) -> dict:
 
     Args:
         spec: the program: `"setting"` names REJAX_SETTINGS' entry; `"total_timesteps"`, if
-            there, cuts its budget (and `eval_freq` to at most that).
+            there, cuts its budget (and `eval_freq` to at most that); `"num_epochs"`, if there,
+            replaces its epochs (`peer_phases.py`).
 
     Returns:
         A copy of the settings, as `PPO.create` takes them.
@@ -123,6 +125,8 @@ def settings_of(spec: dict) -> dict:
     if spec.get("total_timesteps"):
         setting["total_timesteps"] = int(spec["total_timesteps"])
         setting["eval_freq"] = min(setting["eval_freq"], setting["total_timesteps"])
+    if spec.get("num_epochs"):
+        setting["num_epochs"] = int(spec["num_epochs"])
     return setting
 
 
