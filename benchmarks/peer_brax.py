@@ -171,7 +171,8 @@ def settings_of(spec: dict) -> dict:
         spec: the program: `"setting"` names BRAX_SETTINGS' entry; `"total_timesteps"`, if
             there, cuts its `num_timesteps`, and its `num_evals` to at most one evaluation
             per update (as a check's few updates would otherwise each be a stretch of their
-            own: Brax trains at least one update per stretch).
+            own: Brax trains at least one update per stretch); `"num_epochs"`, if there,
+            replaces `num_updates_per_batch` (`peer_phases.py`).
 
     Returns:
         A copy of the settings.
@@ -181,6 +182,8 @@ def settings_of(spec: dict) -> dict:
         setting["num_timesteps"] = int(spec["total_timesteps"])
         updates = max(1, setting["num_timesteps"] // update_steps(setting))
         setting["num_evals"] = min(setting["num_evals"], 1 + updates)
+    if spec.get("num_epochs"):
+        setting["num_updates_per_batch"] = int(spec["num_epochs"])
     return setting
 
 
