@@ -155,6 +155,12 @@ def purerl_python(peer: Peer, peer_python: str) -> str:
     return peer_python if peer.purerl_in_peer_python else sys.executable
 
 
+def side_python(peer: Peer, side: str, peer_python: str) -> str:
+    """The Python that runs `side` against `peer`: `purerl_python` for purerl's side, the
+    peer's venv's for the peer's."""
+    return purerl_python(peer, peer_python) if side == "purerl" else peer_python
+
+
 def run_turn(peer: Peer, programs: list, peer_python: str, work: Path) -> list:
     """One turn of a row: each program, purerl's side then the peer's sides.
 
@@ -173,8 +179,8 @@ def run_turn(peer: Peer, programs: list, peer_python: str, work: Path) -> list:
         for side in ("purerl", *peer.sides):
             side_dir = work / f"{index}_{side}"
             side_dir.mkdir()
-            python = purerl_python(peer, peer_python) if side == "purerl" else peer_python
-            sides[side] = run_side(peer, side, python, program, side_dir)
+            sides[side] = run_side(peer, side, side_python(peer, side, peer_python), program,
+                                   side_dir)
         turn.append(sides)
     return turn
 
@@ -285,12 +291,12 @@ def run(name: str, peer_python: str, rows: list, repeats: int, out: Path,
     peer = PEERS[name]
     start = time.perf_counter()
     programs = {row: cut(peer.rows[row], total_timesteps) for row in rows}
+    purerl_side_python = purerl_python(peer, peer_python)
     result = {
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "machine": machine(), "repeats": repeats, "peer": name,
-        "purerl": {**git_state(REPO), "python": purerl_python(peer, peer_python),
-                   "versions": package_versions(purerl_python(peer, peer_python),
-                                                PURERL_PACKAGES)},
+        "purerl": {**git_state(REPO), "python": purerl_side_python,
+                   "versions": package_versions(purerl_side_python, PURERL_PACKAGES)},
         name: {"python": peer_python, "versions": package_versions(peer_python, peer.packages)},
         "programs": programs, "rows": {}, "tables": {},
     }

@@ -157,11 +157,6 @@ CURVES = {
     "brax-lean": "Brax's training metric episode/sum_reward after each update: the mean "
                  "return of the last 100 episodes that ended",
 }
-# The durations that `jax.monitoring` reports for each program JAX compiles: tracing, lowering
-# to MLIR, XLA's compile (jax._src.dispatch's event names).
-LOWERING_EVENTS = ("/jax/core/compile/jaxpr_trace_duration",
-                   "/jax/core/compile/jaxpr_to_mlir_module_duration")
-COMPILE_EVENTS = (*LOWERING_EVENTS, "/jax/core/compile/backend_compile_duration")
 
 
 def settings_of(spec: dict) -> dict:
@@ -256,11 +251,11 @@ def check_brax_defaults() -> None:
 
 
 class CompileClock:
-    """Sums the durations of JAX's compile events (`COMPILE_EVENTS`) reported while it is
-    registered, as `jax.monitoring` listener."""
+    """Sums the durations of JAX's compile events (`peer_curves.COMPILE_EVENTS`) reported
+    while it is registered, as `jax.monitoring` listener."""
 
     def __init__(self):
-        self.seconds = dict.fromkeys(COMPILE_EVENTS, 0.0)
+        self.seconds = dict.fromkeys(curves.COMPILE_EVENTS, 0.0)
 
     def __call__(self, event: str, duration: float, **kwargs) -> None:
         if event in self.seconds:
@@ -268,7 +263,7 @@ class CompileClock:
 
     def lowering_s(self) -> float:
         """Seconds of tracing and lowering so far."""
-        return sum(self.seconds[e] for e in LOWERING_EVENTS)
+        return sum(self.seconds[e] for e in curves.LOWERING_EVENTS)
 
     def compile_s(self) -> float:
         """Seconds of tracing, lowering and XLA compile so far."""

@@ -1,8 +1,8 @@
 """What the peer drivers read from a learning curve and from their own process, in plain Python.
 
-Every driver (`peer_rejax.py`, `peer_sb3.py`, `peer_brax.py`) runs under its own side's
-Python, a venv where purerl may not be installed, and imports this file from its folder; it
-imports nothing beyond the standard library, so the tests read it too.
+Every driver (`peer_rejax.py`, `peer_stoix.py`, `peer_sb3.py`, `peer_brax.py`) runs under its
+own side's Python, a venv where purerl may not be installed, and imports this file from its
+folder; it imports nothing beyond the standard library, so the tests read it too.
 
 A curve is two equal-length sequences: the env steps (of one seed) at each point and the
 training return logged there (a mean over the seeds where several ran). Time to a return is the
@@ -28,6 +28,13 @@ THRESHOLDS = {"CartPole-v1": 475.0, "Breakout-MinAtar": 10.0, "brax/inverted_pen
 # The environment variable in which `peers.py` hands a driver the wall time (seconds since the
 # epoch) at which it launched the driver's process.
 LAUNCHED_AT = "PEERS_LAUNCHED_AT"
+
+# The durations `jax.monitoring` reports for each program JAX compiles (jax._src.dispatch's
+# event names): tracing and lowering to MLIR, then XLA's compile. Drivers whose peer compiles
+# inside its own call (Stoix, Brax) read its compile time off them.
+LOWERING_EVENTS = ("/jax/core/compile/jaxpr_trace_duration",
+                   "/jax/core/compile/jaxpr_to_mlir_module_duration")
+COMPILE_EVENTS = (*LOWERING_EVENTS, "/jax/core/compile/backend_compile_duration")
 
 
 def launched_at(fallback: float) -> float:

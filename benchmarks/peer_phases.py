@@ -27,7 +27,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
-from other_peers import PEERS, purerl_python, run_side
+from other_peers import PEERS, run_side, side_python
 from peers import BENCHMARKS, REPO, git_state, machine, package_versions
 
 EPOCHS = (1, 2, 4)
@@ -76,9 +76,8 @@ def main() -> None:
                 for side in sides:
                     work = Path(tmp) / f"{repeat}_{num_epochs}_{side}"
                     work.mkdir()
-                    python = (purerl_python(peer, args.peer_python) if side == "purerl"
-                              else args.peer_python)
-                    result = run_side(peer, side, python, program, work)
+                    result = run_side(peer, side, side_python(peer, side, args.peer_python),
+                                      program, work)
                     # all seeds' steps: us per env step of the whole program
                     per_step = result["train_s"] / (result["env_steps"] * args.num_seeds)
                     best[side][num_epochs] = min(best[side][num_epochs], per_step)

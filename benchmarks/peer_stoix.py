@@ -140,10 +140,6 @@ CURVES = {
              "it, Stoix's ACTOR log",
     "stoix-lean": "each update's mean return of the episodes that ended in it",
 }
-# JAX's events (`jax.monitoring`) whose durations make up a compile.
-COMPILE_EVENTS = ("/jax/core/compile/jaxpr_trace_duration",
-                  "/jax/core/compile/jaxpr_to_mlir_module_duration",
-                  "/jax/core/compile/backend_compile_duration")
 
 
 def settings_of(spec: dict) -> dict:
@@ -296,7 +292,7 @@ def run_stoix(spec: dict, launched: float) -> dict:
     spans = []
 
     def compiled(event, duration, **_):
-        if event in COMPILE_EVENTS:
+        if event in curves.COMPILE_EVENTS:
             spans.append((time.time() - duration, time.time()))
 
     jax.monitoring.register_event_duration_secs_listener(compiled)
