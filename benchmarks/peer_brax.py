@@ -235,13 +235,12 @@ def check_brax_defaults() -> None:
     defaults differ from BRAX_DEFAULTS and BRAX_NETWORKS, which purerl's side matches."""
     import inspect
 
+    import flax.linen
     from brax.training.agents.ppo import networks, train
 
     found = {name: p.default for name, p in inspect.signature(train.train).parameters.items()}
     found.update((name, p.default)
                  for name, p in inspect.signature(networks.make_ppo_networks).parameters.items())
-    import flax.linen
-
     if found["activation"] is getattr(flax.linen, BRAX_NETWORKS["activation"]):  # silu's alias
         found["activation"] = BRAX_NETWORKS["activation"]
     expected = {**BRAX_DEFAULTS, **BRAX_NETWORKS}
