@@ -29,7 +29,7 @@ class Transition(NamedTuple):
     action: jax.Array
     log_prob: jax.Array
     value: jax.Array  # V(obs)
-    next_value: jax.Array  # V(next_obs), which a truncated step bootstraps from
+    next_value: jax.Array  # V(next_obs), which a truncated step bootstraps from; 0 if terminated
     reward: jax.Array  # float32
     terminated: jax.Array  # bool: the episode ended in a terminal state (no bootstrap)
     truncated: jax.Array  # bool: the episode was cut by a time limit (bootstrap)
@@ -80,10 +80,12 @@ def rollout(agent: Agent, params, env_state, obs: jax.Array, obs_stats, env_para
     whose current observations are `obs [B, *obs_shape]`, acting by `agent`'s policy with
     `params`; `obs_stats` are the observation statistics the network input is standardized by;
     `memory`: a recurrent policy's (None for a feed-forward one).
-    The value of every next observation, and with separate feed-forward towers of every
-    observation too, comes from one pass of the value tower after the scan (the others from
-    the step). A recurrent policy's next value reads the carry after the step, not reset: the
-    true next observation of an episode's last step continues that episode.
+    With separate feed-forward towers, the value of every observation comes from one pass of
+    the value tower after the scan (else from the step). The value of each step's true next
+    observation is the following step's where the episode goes on, 0 at a terminal state, and
+    computed apart for the rest (`_next_values`). A recurrent policy's next value reads the
+    carry after the step, not reset: the true next observation of an episode's last step
+    continues that episode.
     """
     policy = agent.policy
     num_steps, num_envs = noise.action_noise.shape[:2]
@@ -134,14 +136,45 @@ def rollout(agent: Agent, params, env_state, obs: jax.Array, obs_stats, env_para
     env_state, obs, episodes, memory = unpack(carry)
     # obs_and_next: [T, 2, B, ...]; cell_carries: [T, B, C], a recurrent policy's after each step
     obs_and_next, action, log_prob, value, reward, ends, cell_carries = outputs
-    if value is not None:
-        next_value = _values(agent, params, obs_stats, obs_and_next[:, 1], cell_carries)
-    else:  # one pass of the value tower over the observations and the next ones
-        values = _values(agent, params, obs_stats, obs_and_next)
-        value, next_value = values[:, 0], values[:, 1]
+    terminated, truncated = (ends & 1) > 0, (ends & 2) > 0
+    if value is None:  # the value tower over every observation, in one pass
+        value = _values(agent, params, obs_stats, obs_and_next[:, 0])
+    next_value = _next_values(agent, params, obs_stats, value, obs_and_next[:, 1], cell_carries,
+                              terminated, truncated)
     transition = Transition(obs_and_next[:, 0], obs_and_next[:, 1], action, log_prob, value,
-                            next_value, reward, (ends & 1) > 0, (ends & 2) > 0)
+                            next_value, reward, terminated, truncated)
     return Rollout(env_state, obs, transition, episodes, memory)
+
+
+def _next_values(agent: Agent, params, obs_stats, value: jax.Array, next_obs: jax.Array,
+                 carry: Optional[jax.Array], terminated: jax.Array,
+                 truncated: jax.Array) -> jax.Array:
+    """V of the true next observation of every step, `[T, B]`, from the values `value [T, B]`
+    of the rollout's observations: where an episode goes on, its next observation is the
+    following step's (`value[t + 1]`); at a terminal state it is 0. The others (every env's
+    last step, and a truncated episode's final observation `next_obs [T, B, *obs_shape]`, a
+    recurrent policy's after its `carry [T, B, C]`) are computed in rounds of one `[B]` pass
+    of the value tower, each round taking every env's earliest step still to compute: two
+    rounds where an env's episode is cut short in the rollout, else one."""
+    num_steps, num_envs = value.shape
+    envs = jnp.arange(num_envs)
+    # to compute: every truncated step and each env's last one
+    pending = truncated.at[-1].set(True) & ~terminated
+    following = jnp.concatenate([value[1:], jnp.zeros_like(value[:1])])
+    next_value = jnp.where(pending | terminated, 0.0, following)
+
+    def compute_earliest(loop):
+        pending, next_value = loop
+        step = jnp.argmax(pending, axis=0)  # [B]: each env's earliest step to compute
+        computing = pending[step, envs]
+        step_carry = None if carry is None else carry[step, envs][None]
+        values = _values(agent, params, obs_stats, next_obs[step, envs][None], step_carry)[0]
+        next_value = next_value.at[step, envs].set(
+            jnp.where(computing, values, next_value[step, envs]))
+        return pending.at[step, envs].set(False), next_value
+
+    return jax.lax.while_loop(lambda loop: loop[0].any(), compute_earliest,
+                              (pending, next_value))[1]
 
 
 def _values(agent: Agent, params, obs_stats, obs: jax.Array,

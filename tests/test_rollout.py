@@ -71,14 +71,56 @@ def test_rollout_transitions_follow_the_chain(chain_agent, resets_drawn_ahead,
     np.testing.assert_array_equal(np.asarray(out.episodes.count), counts)
     np.testing.assert_allclose(np.asarray(out.episodes.episode_return), returns)
 
-    # value, next_value and log_prob are the network's, for the stored observations
+    # value, next_value and log_prob are the network's, for the stored observations;
     flat = lambda x: x.reshape(NUM_STEPS * NUM_ENVS, *x.shape[2:])  # noqa: E731
     policy_out, value = agent.network.apply(params, flat(tr.obs))
-    next_value = agent.network.apply(params, flat(tr.next_obs), method=ActorCritic.value)
+    # a terminal state's value is 0; every other step's next value is V of its true next obs
+    next_value = np.where(flat(tr.terminated), 0.0,
+                          agent.network.apply(params, flat(tr.next_obs), method=ActorCritic.value))
     log_prob = agent.policy.log_prob(policy_out, flat(tr.action))
     for name, expected in (("value", value), ("next_value", next_value), ("log_prob", log_prob)):
         np.testing.assert_allclose(flat(getattr(tr, name)), expected, rtol=1e-5, atol=1e-6,
                                    err_msg=name)
+
+
+@pytest.mark.parametrize("network", [{"network.shared": True},
+                                     {"network.rnn": "gru", "network.rnn_size": 8}])
+def test_next_values_of_a_shared_trunk_and_a_recurrent_policy(network):
+    """The next value of every step, against the network applied step by step: V of the true
+    next observation (a recurrent policy's after that step's carry, not reset), 0 at a
+    terminal state. Chain's episodes end every few steps, truncated or terminated, some of
+    them before an env's last step (whose next values take a round of their own)."""
+    from conftest import tiny_config
+
+    config = tiny_config(**{"env.name": "custom_envs:Chain", "env.num_envs": NUM_ENVS,
+                            **network})
+    env, env_params = make_env(config.env)
+    agent = make_agent(config.env, config.network, env, env_params)
+    keys = jax.random.split(jax.random.key(0), 4)
+    obs, env_state = agent.reset_envs(jax.random.split(keys[0], NUM_ENVS), env_params)
+    memory = agent.initial_memory(NUM_ENVS)
+    init_args = (obs,) if memory is None else (memory.carry, obs, memory.first)
+    params = init_params(agent.network, jax.random.key(1), *init_args)
+    noise = RolloutNoise(agent.policy.noise(keys[1], (NUM_STEPS, NUM_ENVS)), keys[2], None)
+    stats = init_running_stats(agent.obs_shape)
+    out = jax.jit(lambda *args: rollout(agent, *args))(params, env_state, obs, stats,
+                                                       env_params, noise, memory)
+    tr = jax.tree.map(np.asarray, out.transition)
+    assert (tr.truncated & ~tr.terminated)[:-1].any() and tr.terminated.any()
+
+    carry, first = (None, None) if memory is None else memory
+    for t in range(NUM_STEPS):
+        if carry is None:
+            value = agent.network.apply(params, tr.obs[t])[1]
+            next_value = agent.network.apply(params, tr.next_obs[t])[1]
+        else:
+            carry, _, value = agent.network.apply(params, carry, tr.obs[t], first)
+            next_value = agent.network.apply(params, carry, tr.next_obs[t],
+                                             np.zeros(NUM_ENVS, bool), method="value")
+            first = tr.terminated[t] | tr.truncated[t]
+        np.testing.assert_allclose(tr.value[t], value, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(tr.next_value[t], np.where(tr.terminated[t], 0, next_value),
+                                   rtol=1e-5, atol=1e-6, err_msg=f"step {t}")
 
 
 @pytest.mark.parametrize("pool", [0, 1, 3])
