@@ -47,10 +47,11 @@ from peers import (
 class Peer(NamedTuple):
     """A peer: its driver (a file in benchmarks/), its sides in a turn's order after purerl's,
     its rows (name: the programs each side runs), the packages whose versions are recorded,
-    the line that says how to get it, whether purerl's side runs under the peer's Python
+    the line that says how to get it, whether purerl's sides run under the peer's Python
     too (its venv then holds purerl with what the peer's envs need, e.g. `purerl[brax]`, and
-    purerl's side imports purerl from this repository: PYTHONPATH), and after how long a run
-    of its driver has hung."""
+    purerl's sides import purerl from this repository: PYTHONPATH), after how long a run
+    of its driver has hung, purerl's sides of the driver (run first in each turn), and which
+    of them each peer side is compared with (default: "purerl")."""
 
     driver: str
     sides: tuple
@@ -59,6 +60,12 @@ class Peer(NamedTuple):
     get_it: str
     purerl_in_peer_python: bool = False
     hung_after_s: float = HUNG_AFTER_S
+    purerl_sides: tuple = ("purerl",)
+    compared_with: dict = {}
+
+    def purerl_sides_of(self, side: str) -> tuple:
+        """The purerl sides that peer side `side` is compared with."""
+        return self.compared_with.get(side, ("purerl",))
 
 
 def seeds(setting: str, *counts: int) -> list:
@@ -110,7 +117,11 @@ PEERS = {
         "--peer-python ../brax-venv/bin/python",
         # Brax's shipped inverted_pendulum run (3.1M steps, 20 evaluations) took 4.7 minutes
         # on a quiet 2-core CPU, 10-20 with its cores loaded
-        purerl_in_peer_python=True, hung_after_s=3600),
+        purerl_in_peer_python=True, hung_after_s=3600,
+        # Brax as shipped against purerl with its evaluations (time to a return read off
+        # both evaluations) and against purerl lean; Brax lean against purerl lean
+        purerl_sides=("purerl", "purerl-eval"),
+        compared_with={"brax": ("purerl-eval", "purerl")}),
 }
 
 
@@ -124,7 +135,7 @@ def run_side(peer: Peer, side: str, python: str, program: dict, work: Path) -> d
 
     Args:
         peer: the peer.
-        side: "purerl" or one of `peer.sides`.
+        side: one of `peer.purerl_sides` or `peer.sides`.
         python: the Python that runs it.
         program: the program, as the driver takes it.
         work: a folder for its output and log.
@@ -134,7 +145,7 @@ def run_side(peer: Peer, side: str, python: str, program: dict, work: Path) -> d
     """
     out = work / f"{side}.json"
     env = subprocess_env()
-    if side == "purerl" and peer.purerl_in_peer_python:  # this repository's purerl
+    if side in peer.purerl_sides and peer.purerl_in_peer_python:  # this repository's purerl
         env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(REPO), env.get("PYTHONPATH"))))
     env[LAUNCHED_AT] = repr(time.time())
     wall_s = timed_run([python, BENCHMARKS / peer.driver, side, json.dumps(program), out],
@@ -156,13 +167,13 @@ def purerl_python(peer: Peer, peer_python: str) -> str:
 
 
 def side_python(peer: Peer, side: str, peer_python: str) -> str:
-    """The Python that runs `side` against `peer`: `purerl_python` for purerl's side, the
+    """The Python that runs `side` against `peer`: `purerl_python` for purerl's sides, the
     peer's venv's for the peer's."""
-    return purerl_python(peer, peer_python) if side == "purerl" else peer_python
+    return purerl_python(peer, peer_python) if side in peer.purerl_sides else peer_python
 
 
 def run_turn(peer: Peer, programs: list, peer_python: str, work: Path) -> list:
-    """One turn of a row: each program, purerl's side then the peer's sides.
+    """One turn of a row: each program, purerl's sides then the peer's.
 
     Args:
         peer: the peer.
@@ -176,7 +187,7 @@ def run_turn(peer: Peer, programs: list, peer_python: str, work: Path) -> list:
     turn = []
     for index, program in enumerate(programs):
         sides = {}
-        for side in ("purerl", *peer.sides):
+        for side in (*peer.purerl_sides, *peer.sides):
             side_dir = work / f"{index}_{side}"
             side_dir.mkdir()
             sides[side] = run_side(peer, side, side_python(peer, side, peer_python), program,
@@ -213,14 +224,15 @@ def program_label(program: dict, result: dict) -> str:
             f"{'s' if result['num_seeds'] > 1 else ''}, {result['env_steps']:,} steps)")
 
 
-def reached(theirs: list, ours: list, side: str) -> str:
+def reached(theirs: list, ours: list, side: str, ours_side: str = "purerl") -> str:
     """What a time-to-return line adds when some turns never reached the threshold (its
     medians are then of the turns that did).
 
     Args:
         theirs: the peer side's times over the turns, None where not reached.
-        ours: purerl's.
+        ours: purerl's side's.
         side: the peer side's name.
+        ours_side: purerl's side's name.
 
     Returns:
         How many turns reached it, per side; "" when all did.
@@ -229,11 +241,12 @@ def reached(theirs: list, ours: list, side: str) -> str:
         return ""
     count = sum(v is not None for v in theirs)
     return (f" (reached in {count} of {len(theirs)} turns by {side}, "
-            f"{sum(v is not None for v in ours)} by purerl)")
+            f"{sum(v is not None for v in ours)} by {ours_side})")
 
 
 def comparisons(turns: list, programs: list, peer: Peer) -> list[dict]:
-    """A row's tables: per program and peer side, purerl against it on every measure.
+    """A row's tables: per program, peer side and the purerl side it is compared with
+    (`Peer.purerl_sides_of`), purerl against it on every measure.
 
     Args:
         turns: the row's turns, as `run_turn` gives them.
@@ -241,23 +254,25 @@ def comparisons(turns: list, programs: list, peer: Peer) -> list[dict]:
         peer: the peer.
 
     Returns:
-        `[{"program", "side", "lines"}]`, the lines as `peers.comparison` makes them.
+        `[{"program", "side", "purerl_side", "lines"}]`, the lines as `peers.comparison`
+        makes them.
     """
     tables = []
     for index, program in enumerate(programs):
         runs = [turn[index] for turn in turns]
-        for side in peer.sides:
+        pairs = [(side, ours) for side in peer.sides for ours in peer.purerl_sides_of(side)]
+        for side, ours_side in pairs:
             lines = []
             for what, unit, key, ratio_of in MEASURES:
                 theirs = [run[side].get(key) for run in runs]
-                ours = [run["purerl"].get(key) for run in runs]
+                ours = [run[ours_side].get(key) for run in runs]
                 if key.startswith("time_to_return"):
-                    what += reached(theirs, ours, side)
+                    what += reached(theirs, ours, side, ours_side)
                 lines.append(comparison(what, unit, theirs, ours, ratio_of,
                                         paired=None not in theirs + ours,
-                                        sides=(side, "purerl")))
+                                        sides=(side, ours_side)))
             tables.append({"program": program_label(program, runs[0][side]), "side": side,
-                           "lines": lines})
+                           "purerl_side": ours_side, "lines": lines})
     return tables
 
 
@@ -315,8 +330,9 @@ def run(name: str, peer_python: str, rows: list, repeats: int, out: Path,
     out.write_text(json.dumps(result, indent=2) + "\n")
     for row, tables in result["tables"].items():
         for table in tables:
-            print(f"\n{row}: {table['program']}, purerl against {table['side']}")
-            print(markdown(table["lines"], (table["side"], "purerl")))
+            ours_side = table.get("purerl_side", "purerl")
+            print(f"\n{row}: {table['program']}, {ours_side} against {table['side']}")
+            print(markdown(table["lines"], (table["side"], ours_side)))
     print(f"ratios: purerl / {name} of the medians (range over the turns); of time and memory "
           f"< 1 and of steps/s > 1: purerl ahead. {repeats} turns each, "
           f"{result['total_s']:.0f} s in all; wrote {out}")

@@ -5,6 +5,7 @@ run per process, so that its start-up and peak memory are its own.
     BRAX_PYTHON benchmarks/peer_brax.py brax '{"setting": "inverted_pendulum"}' OUT
     BRAX_PYTHON benchmarks/peer_brax.py brax-lean '{"setting": "hopper"}' OUT
     BRAX_PYTHON benchmarks/peer_brax.py purerl '{"setting": "inverted_pendulum"}' OUT
+    BRAX_PYTHON benchmarks/peer_brax.py purerl-eval '{"setting": "inverted_pendulum"}' OUT
 
 All three sides run under the Python of one venv that holds `purerl[brax]` (brax 0.14.2 from
 PyPI, jax 0.10.2 as purerl's): purerl's side needs brax for its `env.name=brax/...` adapter.
@@ -79,6 +80,14 @@ The sides:
   kernels, zero biases; purerl's own towers are of one size); the budget brax-lean's. Its curve
   is each update's mean return of the episodes that ended in it. Brax's episode_length 1000
   and action_repeat 1 are what purerl's Brax adapter gives (its time limit, no repeat).
+- purerl-eval: the same settings run as a user runs purerl (`purerl.run`: its metrics files,
+  TensorBoard events and checkpoints written) with Brax's evaluations: `eval.every` one of the
+  brax side's stretches, 128 episodes with sampled actions (`eval.temperatures=[1.0]`, as
+  Brax's `deterministic_eval=False`), at the brax side's budget. Its curve is its evaluation's
+  mean return, with the wall clock when an event of the run's receives it; its compile time
+  the run's own (`summary.json` `compile_s`: until its init and update programs are
+  compiled; the evaluation's compile overlaps the first updates), its training time the rest
+  of the call. `peers.py` compares Brax as shipped with this side (and with purerl lean).
 
 What stays different, and the work it changes. Reward scaling: purerl has no fixed reward
 scale, so its rewards enter unscaled where Brax multiplies them by 10 (with Adam on two
@@ -148,10 +157,12 @@ BRAX_DEFAULTS = {
 }
 BRAX_NETWORKS = {"policy_hidden_layer_sizes": (32,) * 4, "value_hidden_layer_sizes": (256,) * 5,
                  "activation": "swish"}
-SIDES = ("purerl", "brax", "brax-lean")
+SIDES = ("purerl", "purerl-eval", "brax", "brax-lean")
 # What each side's curve is.
 CURVES = {
     "purerl": "each update's mean return of the episodes that ended in it",
+    "purerl-eval": "purerl's evaluation (eval_return/1.0): the mean return of 128 episodes, "
+                   "sampled as Brax's are, after each stretch of training",
     "brax": "Brax's evaluation (eval/episode_reward): the mean return of 128 episodes, before "
             "training and after each stretch of it",
     "brax-lean": "Brax's training metric episode/sum_reward after each update: the mean "
@@ -418,6 +429,64 @@ def purerl_run(spec: dict, launched: float) -> dict:
             "steps": steps, "returns": returns, "times": None}
 
 
+def purerl_eval_run(spec: dict, launched: float) -> dict:
+    """purerl as a user runs it with Brax's evaluations: `purerl.run` with an evaluation of
+    128 episodes (actions sampled, as Brax's `deterministic_eval=False`) after each of the
+    shipped Brax side's stretches of training, at that side's budget.
+
+    Args:
+        spec: the program, `{"setting"}` (and `"total_timesteps"`).
+        launched: when this process was launched, seconds since the epoch.
+
+    Returns:
+        As `brax_run`: compile time as the run's summary gives it (until its init and update
+        programs were compiled; the evaluation's compiles while the first updates train),
+        training time the rest of the call (evaluations, metrics files and checkpoints
+        included), `evaluations`, `purerl`, and its curve with the wall clock at each
+        evaluation.
+    """
+    import tempfile
+
+    import purerl
+    from purerl.config import EvalConfig, LogConfig
+    from purerl.events import Event
+
+    setting = settings_of(spec)
+    _, updates, env_steps = brax_schedule(setting, setting["num_evals"])
+    config = purerl_config(spec, env_steps)
+    config.eval = EvalConfig(every=updates, num_episodes=BRAX_DEFAULTS["num_eval_envs"],
+                             temperatures=[1.0])
+    config.log = LogConfig(progress=False)
+    config.compile_cache = None  # every compile cold, as on the other sides
+
+    class EvaluationClock(Event):
+        """Each evaluation's env steps, mean return and wall clock."""
+
+        def __init__(self):
+            self.points = []
+
+        def due(self, run, chunk):
+            return chunk.evaluated
+
+        def handle(self, run, chunk):
+            value = next(iter(run.history.evals[-1]["returns"].values()))
+            self.points.append((run.env_steps, float("nan") if value is None else value,
+                                time.time()))
+
+    evaluations = EvaluationClock()
+    called = time.time()
+    with tempfile.TemporaryDirectory() as run_dir:
+        summary = purerl.run(config, run_dir, [evaluations], network=brax_sized_network(setting))
+    call_s = time.time() - called
+    compile_s = summary["compile_s"]
+    steps, returns, times = (list(column) for column in zip(*evaluations.points))
+    return {"lower_s": None, "compile_s": round(compile_s, 3),
+            "train_s": round(call_s - compile_s, 3),
+            "before_train_s": round(called - launched + compile_s, 3),
+            "env_steps": env_steps, "evaluations": len(steps), "purerl": purerl.__file__,
+            "steps": steps, "returns": returns, "times": times}
+
+
 def measure(spec: dict, side: str, launched: float) -> dict:
     """One run of a side.
 
@@ -431,8 +500,10 @@ def measure(spec: dict, side: str, launched: float) -> dict:
     """
     start_jax()
     startup_s = curves.seconds_since(launched)
-    run = (purerl_run(spec, launched) if side == "purerl"
-           else brax_run(spec, side == "brax-lean", launched))
+    if side.startswith("purerl"):
+        run = (purerl_eval_run if side == "purerl-eval" else purerl_run)(spec, launched)
+    else:
+        run = brax_run(spec, side == "brax-lean", launched)
     env = f"brax/{BRAX_SETTINGS[spec['setting']]['env']}"
     return curves.side_result(spec, side, env, run, kind=CURVES[side], startup_s=startup_s,
                               launched=launched)

@@ -70,9 +70,10 @@ advantages over the whole batch once per update, purerl over each minibatch; Sto
 the truncated step; gymnax 0.0.9's step resets inside too, before Stoa's auto-reset; Stoix
 draws threefry keys (seed 42, its default), purerl `unsafe_rbg` (seed 0). Kernels are
 orthogonal on both (gain sqrt 2, 0.01 for the policy's output, 1 for the value's), Adam's eps
-1e-5 on both, and each side computes one policy and two value passes per rollout step (the
-value of the next observation too; purerl's value passes after the rollout, over all its steps
-at once), so the work per env step is otherwise the same; Stoix as shipped adds its
+1e-5 on both, and each side computes a policy pass per rollout step; Stoix two value passes
+(the value of the next observation too), purerl one (after the rollout, over all its steps at
+once: the next observation's value is the following step's, except at episode ends and each
+env's last step), so Stoix does a value pass per env step more; Stoix as shipped adds its
 evaluations between the training calls.
 
 JSON to OUT as `peer_rejax.py` writes it: the timings, the curve, its final return (the mean
