@@ -248,6 +248,28 @@ def test_purerl_runs_under_the_peer_python_where_the_peer_says():
     assert other_peers.purerl_python(other_peers.PEERS["rejax"], "/venv/python") == sys.executable
 
 
+def test_brax_as_shipped_is_compared_with_purerl_with_evaluations_and_lean():
+    """A Brax row's tables: Brax as shipped against purerl-eval and purerl, Brax lean against
+    purerl; each line's values are the compared sides' own, and purerl's sides run under the
+    Brax venv's Python."""
+    import other_peers
+
+    brax = other_peers.PEERS["brax"]
+    assert other_peers.side_python(brax, "purerl-eval", "/venv/python") == "/venv/python"
+
+    def result(sps):
+        return {"env": "brax/inverted_pendulum", "num_seeds": 1, "env_steps": 100, "sps": sps}
+
+    turns = [[{"purerl": result(17.0), "purerl-eval": result(14.0), "brax": result(12.0),
+               "brax-lean": result(15.0)}]]
+    tables = other_peers.comparisons(turns, [{"setting": "inverted_pendulum"}], brax)
+    pairs = [(t["side"], t["purerl_side"]) for t in tables]
+    assert pairs == [("brax", "purerl-eval"), ("brax", "purerl"), ("brax-lean", "purerl")]
+    ratios = [next(line["ratio"] for line in t["lines"] if line["unit"] == "steps/s")
+              for t in tables]
+    assert ratios == [round(14.0 / 12.0, 3), round(17.0 / 12.0, 3), round(17.0 / 15.0, 3)]
+
+
 def test_side_result_reads_a_brax_curve_against_its_threshold():
     run = {"train_s": 4.0, "before_train_s": 2.0, "env_steps": 4000, "compile_s": 1.5,
            "steps": list(range(100, 4100, 100)), "returns": [10.0] * 30 + [960.0] * 10,
