@@ -429,6 +429,12 @@ def arguments() -> argparse.Namespace:
     args.rows = args.rows or known
     if unknown := [row for row in args.rows if row not in known]:
         parser.error(f"{args.peer} has no row {', '.join(unknown)}; its rows: {' '.join(known)}")
+    if args.peer_python is not None:  # absolute (not resolved: a venv's python is a link)
+        args.peer_python = os.path.abspath(args.peer_python)
+        if not os.path.exists(args.peer_python):
+            parser.error(f"--peer-python {args.peer_python}: no such file")
+    if args.purejaxrl is not None:
+        args.purejaxrl = args.purejaxrl.absolute()
     name = "peers.json" if args.peer == "purejaxrl" else f"peers_{args.peer}.json"
     args.out = args.out or BENCHMARKS / "results" / name
     return args
