@@ -330,7 +330,7 @@ def run(name: str, peer_python: str, rows: list, repeats: int, out: Path,
     out.write_text(json.dumps(result, indent=2) + "\n")
     for row, tables in result["tables"].items():
         for table in tables:
-            ours_side = table.get("purerl_side", "purerl")
+            ours_side = table["purerl_side"]
             print(f"\n{row}: {table['program']}, {ours_side} against {table['side']}")
             print(markdown(table["lines"], (table["side"], ours_side)))
     print(f"ratios: purerl / {name} of the medians (range over the turns); of time and memory "

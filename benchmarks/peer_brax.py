@@ -7,9 +7,9 @@ run per process, so that its start-up and peak memory are its own.
     BRAX_PYTHON benchmarks/peer_brax.py purerl '{"setting": "inverted_pendulum"}' OUT
     BRAX_PYTHON benchmarks/peer_brax.py purerl-eval '{"setting": "inverted_pendulum"}' OUT
 
-All three sides run under the Python of one venv that holds `purerl[brax]` (brax 0.14.2 from
-PyPI, jax 0.10.2 as purerl's): purerl's side needs brax for its `env.name=brax/...` adapter.
-`peers.py` puts the repository first on PYTHONPATH for purerl's side, so that it runs the
+All four sides run under the Python of one venv that holds `purerl[brax]` (brax 0.14.2 from
+PyPI, jax 0.10.2 as purerl's): purerl's sides need brax for its `env.name=brax/...` adapter.
+`peers.py` puts the repository first on PYTHONPATH for purerl's sides, so that they run the
 purerl of the checkout it is run from whatever the venv installed. This file imports nothing of
 purerl or brax at its top. A program is `{"setting"}` (and `"total_timesteps"` to cut the
 budget for a check).

@@ -154,9 +154,9 @@ def _next_values(agent: Agent, params, obs_stats, value: jax.Array, next_obs: ja
     following step's (`value[t + 1]`); at a terminal state it is 0. The others (every env's
     last step, and a truncated episode's final observation `next_obs [T, B, *obs_shape]`, a
     recurrent policy's after its `carry [T, B, C]`) are computed in rounds of one `[B]` pass
-    of the value tower, each round taking every env's earliest step still to compute: two
-    rounds where an env's episode is cut short in the rollout, else one."""
-    num_steps, num_envs = value.shape
+    of the value tower, each round taking every env's earliest step still to compute: one
+    round, and one more for each episode that one env has truncated before its last step."""
+    num_envs = value.shape[1]
     envs = jnp.arange(num_envs)
     # to compute: every truncated step and each env's last one
     pending = truncated.at[-1].set(True) & ~terminated
