@@ -1,20 +1,22 @@
 """Where a peer row's training time goes on each side: rollout against epochs of minibatch
-steps, for purerl and the peer's lean side (rejax or Brax) at the same setting.
+steps, for purerl and the peer's lean side (rejax, Brax or Stoix) at the same setting.
 
     python benchmarks/peer_phases.py --peer-python ../rejax-venv/bin/python
     python benchmarks/peer_phases.py --peer-python ... --setting breakout --num-seeds 8
     python benchmarks/peer_phases.py --peer brax --peer-python ../brax-venv/bin/python \
         --setting inverted_pendulum --total-timesteps 655360 --repeats 1
+    python benchmarks/peer_phases.py --peer stoix --peer-python ../stoix-venv/bin/python \
+        --setting cartpole --total-timesteps 1310720 --repeats 1
 
-Each side trains the row's program (the driver's setting, rejax lean or Brax lean: no
-evaluation inside the program) at 1, 2 and 4 epochs (Brax's `num_updates_per_batch`),
+Each side trains the row's program (the driver's setting, rejax lean, Brax lean or Stoix
+lean: no evaluation inside the program) at 1, 2 and 4 epochs (Brax's `num_updates_per_batch`),
 everything else as the setting has it, the sides taking turns (purerl, the peer, ...)
 `--repeats` times. A side's training seconds per
 env step (compile excluded, the fastest of its repeats) are fitted by least squares as
 `rollout + epochs x epoch`: the intercept is the rollout's share (env steps, the policy's
 forward pass, the values, GAE and what else runs once per update), the slope one epoch of
 minibatch steps (forward, backward and the optimizer over the whole batch). Writes
-`results/peer_phases_<setting>.json` (`_<N>seeds` with `--num-seeds N`) and prints both
+`results/peer_phases_<peer>_<setting>.json` (`_<N>seeds` with `--num-seeds N`) and prints both
 sides' fits and their ratios.
 """
 
@@ -32,8 +34,9 @@ from peers import BENCHMARKS, REPO, git_state, machine, package_versions
 
 EPOCHS = (1, 2, 4)
 # each peer's side without evaluation inside its program, and its settings
-LEAN_SIDES = {"rejax": "rejax-lean", "brax": "brax-lean"}
-SETTINGS = {"rejax": ("breakout", "cartpole"), "brax": ("inverted_pendulum", "hopper")}
+LEAN_SIDES = {"rejax": "rejax-lean", "brax": "brax-lean", "stoix": "stoix-lean"}
+SETTINGS = {"rejax": ("breakout", "cartpole"), "brax": ("inverted_pendulum", "hopper"),
+            "stoix": ("cartpole", "cartpole-64tanh", "cartpole-purejaxrl")}
 
 
 def fit(epochs: list, seconds_per_step: list) -> dict:
@@ -94,7 +97,7 @@ def main() -> None:
               "machine": machine(), "purerl": git_state(REPO),
               "versions": package_versions(args.peer_python, peer.packages)}
     seeds = f"_{args.num_seeds}seeds" if args.num_seeds > 1 else ""
-    out = BENCHMARKS / "results" / f"peer_phases_{setting}{seeds}.json"
+    out = BENCHMARKS / "results" / f"peer_phases_{args.peer}_{setting}{seeds}.json"
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps({"fits": fits, "peer_over_purerl": ratios}, indent=2))
 

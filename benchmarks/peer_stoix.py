@@ -11,7 +11,8 @@ with `pip install --no-deps -e`) runs under its venv's Python, where purerl is n
 this file imports nothing of purerl or Stoix at its top. Stoix pins `jax>=0.4.25,<0.6.0`
 (its uv.lock: jax 0.5.3, flax 0.10.5), so its sides run on jax 0.5.3 and purerl's on 0.10.2:
 not the same XLA. Its gymnax (0.0.9, as its lock's) has the five-value step. A program is
-`{"setting"}` (and `"total_timesteps"` to cut the budget for a check); the settings are
+`{"setting"}` (and `"total_timesteps"` to cut the budget for a check, `"num_epochs"` to change
+the epochs); the settings are
 Stoix's `configs/default/anakin/default_ff_ppo.yaml` (arch `anakin`, system `ppo/ff_ppo`,
 network `mlp`, env `gymnax/cartpole`) and two of its variations:
 
@@ -149,7 +150,8 @@ def settings_of(spec: dict) -> dict:
     Args:
         spec: the program: `"setting"` names STOIX_SETTINGS' entry; `"total_timesteps"`, if
             there, cuts its budget, to at least one update, with at most as many evaluations
-            as updates (Stoix asserts that).
+            as updates (Stoix asserts that); `"num_epochs"`, if there, replaces `epochs`
+            (`peer_phases.py`).
 
     Returns:
         A copy of the settings.
@@ -160,6 +162,8 @@ def settings_of(spec: dict) -> dict:
         setting["total_timesteps"] = max(int(spec["total_timesteps"]), batch)
         setting["num_evaluation"] = min(setting["num_evaluation"],
                                         setting["total_timesteps"] // batch)
+    if spec.get("num_epochs"):
+        setting["epochs"] = int(spec["num_epochs"])
     return setting
 
 

@@ -155,6 +155,10 @@ def test_stoix_overrides_name_only_what_differs_from_its_defaults():
     assert "arch.total_num_envs=4" in small and "system.num_minibatches=4" in small
     assert "system.actor_lr=0.00025" in small and "system.critic_lr=0.00025" in small
     assert not any(o.startswith("system.epochs") for o in small)  # 4 is Stoix's default
+    # peer_phases' epochs reach both sides
+    two = {"setting": "cartpole", "num_epochs": 2}
+    assert peer_stoix.overrides(peer_stoix.settings_of(two)) == ["system.epochs=2"]
+    assert peer_stoix.purerl_config(two).ppo.num_epochs == 2
 
 
 def test_covered_counts_nested_and_overlapping_spans_once_inside_the_window():
