@@ -12,11 +12,14 @@ zero actions where it steps envs without a policy; the programs are compiled, th
 
 - `purerl rollout`: `purerl.rollout.rollout` with the row's networks (Brax's sizes) at fresh
   params: the policy's and the value tower's passes, the env steps, the values of the last
-  step's next observations.
-- `purerl env step`: the agent's wrapped, auto-resetting step (episode statistics, time limit),
-  the reset drawn inside each step as the rollout takes it at this size (`purerl.plan`'s
-  `resets_ahead`).
-- `purerl env step, resets given`: the same with the resets drawn by the caller.
+  step's next observations; the auto-resets drawn ahead of the scan or in each step, as the
+  CPU plan has them at this size (`purerl.plan`'s `resets_ahead`: inverted_pendulum's 163,840
+  in each step, hopper's 40,960 ahead).
+- `purerl env step, resets in the step`: the agent's wrapped, auto-resetting step (episode
+  statistics, time limit), each env's step splitting its reset's key from its step key and
+  computing the reset (gymnax's step).
+- `purerl env step, resets given`: the same with each step's resets computed by the caller from
+  keys split before the scan, outside the env's step.
 - `purerl adapter step`: the adapter's `step_env` alone (no auto-reset, no statistics).
 - `Brax raw step`: the raw env's `step`, vmapped.
 - `Brax training step`: the env in Brax's training wrappers (`envs.training.wrap`: episode,
@@ -50,7 +53,7 @@ from purerl.agent import make_agent  # noqa: E402
 from purerl.envs import make_env  # noqa: E402
 from purerl.envs.normalization import init_normalizer  # noqa: E402
 from purerl.envs.suites.brax import quiet_brax  # noqa: E402
-from purerl.rollout import RolloutNoise, rollout  # noqa: E402
+from purerl.rollout import RolloutNoise, draws_resets_ahead, rollout  # noqa: E402
 
 
 def scanned(step, carry, num_steps: int, inputs=None):
@@ -78,14 +81,15 @@ def purerl_programs(setting: dict, num_envs: int, num_steps: int) -> dict:
     obs, state = agent.reset_envs(jax.random.split(jax.random.key(1), num_envs), env_params)
     inner = state.env_state  # the adapter's own state, under the episode statistics
     stats = init_normalizer(agent.obs_shape, num_envs).obs
-    action = jnp.zeros((num_envs, *agent.spec.to_env(jnp.zeros((1, agent.spec.num_outputs)))
-                        .shape[1:]))
+    action = jnp.zeros((num_envs, *env.action_space(env_params).shape))
     step_env = jax.vmap(env.step_env, in_axes=(0, 0, 0, None))
+    resets_ahead = draws_resets_ahead(agent, num_steps, num_envs)
 
-    def full_rollout(key):
-        noise_key, env_key = jax.random.split(key)
+    def full_rollout(key):  # the auto-resets drawn ahead where the CPU plan draws them
+        noise_key, env_key, reset_key = jax.random.split(key, 3)
         noise = RolloutNoise(agent.policy.noise_from_bits(jax.random.bits(
-            noise_key, agent.policy.noise_shape((num_steps, num_envs)))), env_key, None)
+            noise_key, agent.policy.noise_shape((num_steps, num_envs)))), env_key,
+            jax.random.split(reset_key, (num_steps, num_envs)) if resets_ahead else None)
         done = rollout(agent, params, state, obs, stats, env_params, noise)
         return done.transition.obs.sum() + done.transition.next_value.sum()
 
@@ -113,7 +117,7 @@ def purerl_programs(setting: dict, num_envs: int, num_steps: int) -> dict:
                        jax.random.normal(key, (num_steps, num_envs, *agent.obs_shape)))
 
     programs = {"purerl rollout": full_rollout,
-                "purerl env step": lambda key: wrapped(key, False),
+                "purerl env step, resets in the step": lambda key: wrapped(key, False),
                 "purerl env step, resets given": lambda key: wrapped(key, True),
                 "purerl adapter step": adapter,
                 "purerl networks": networks}
