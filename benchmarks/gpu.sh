@@ -17,8 +17,11 @@
 # `run` measures, each stage in its own processes under a time limit:
 #  1. the whole-run training program of both sides, taking turns (peer_driver.py: compile and
 #     training timed apart), at 4096 and 65536 envs and 16 vmapped seeds of 512 envs;
-#  2. throughput.py: purerl's training against its raw env loop at 4096 and 65536 envs;
-#  3. memory.py: XLA's accounting of a Breakout-MinAtar update at 4096 and 16384 envs.
+#  2. rejax lean and purerl on rejax's Breakout-MinAtar setting (peer_rejax.py: 32 envs x 32
+#     steps per seed) at 8 and 64 vmapped seeds, taking turns; rejax (pure Python) runs on the
+#     peer wheels' gymnax 0.0.9 and distrax, with purerl's pinned flax, optax and chex;
+#  3. throughput.py: purerl's training against its raw env loop at 4096 and 65536 envs;
+#  4. memory.py: XLA's accounting of a Breakout-MinAtar update at 4096 and 16384 envs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,9 +32,11 @@ PURERL_WHEELS=(gymnax==1.0.1 hydra-core==1.3.8 omegaconf==2.3.1 tensorboardX==2.
                flax==0.12.8 optax==0.2.8 chex==0.1.92 orbax-checkpoint==0.12.8
                gymnasium==1.4.0 farama-notifications==0.0.6)
 SOURCE_ONLY=(antlr4-python3-runtime==4.9.3)  # pure Python, published as a source archive only
-# What lean PureJaxRL's ppo.py imports beyond the image, at the CPU peer venv's versions.
+# What lean PureJaxRL's ppo.py and rejax import beyond the image, at the CPU peer venvs'
+# versions.
 PEER_WHEELS=(gymnax==0.0.9 distrax==0.1.9 tfp-nightly==0.26.0.dev20261027 dm-tree==0.1.10
-             decorator==5.3.1 gast==0.7.0 gymnasium==1.4.0 farama-notifications==0.0.6)
+             decorator==5.3.1 gast==0.7.0 gymnasium==1.4.0 farama-notifications==0.0.6
+             rejax==0.1.3)
 
 fetch() {
   local checkout=${1:-../purejaxrl}
@@ -85,6 +90,21 @@ peer_turns() {
   done
 }
 
+# rejax_turns PROGRAMS TURNS: purerl and rejax lean on each program, taking turns.
+rejax_turns() {
+  local programs=$1 turns=$2
+  for turn in $(seq "$turns"); do
+    local i=0
+    while read -r program; do
+      i=$((i + 1))
+      python3 benchmarks/peer_rejax.py purerl "$program" "$out/rejax_purerl_${i}_$turn.json"
+      PYTHONPATH="/tmp/peer-site:/tmp/site" python3 benchmarks/peer_rejax.py rejax-lean \
+        "$program" "$out/rejax_lean_${i}_$turn.json"
+    done < <(python3 -c 'import json, sys; [print(json.dumps(p)) for p in json.loads(sys.argv[1])]' \
+               "$programs")
+  done
+}
+
 run() {
   out=${OUT:-benchmarks/results/gpu}
   mkdir -p "$out"
@@ -96,19 +116,23 @@ run() {
   if [ "${SIZES:-gpu}" = tiny ]; then
     local programs='[{"num_envs": 64, "total_timesteps": 200000, "num_seeds": 1},
                      {"num_envs": 16, "total_timesteps": 50000, "num_seeds": 4}]'
+    local rejax_programs='[{"setting": "breakout", "num_seeds": 2, "total_timesteps": 20000}]'
     local envs=(64 256) timesteps=500_000 memory_envs=(64) turns=1
   else
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$out/gpu.csv"
     local programs='[{"num_envs": 4096, "total_timesteps": 50000000, "num_seeds": 1},
                      {"num_envs": 65536, "total_timesteps": 200000000, "num_seeds": 1},
                      {"num_envs": 512, "total_timesteps": 10000000, "num_seeds": 16}]'
+    local rejax_programs='[{"setting": "breakout", "num_seeds": 8},
+                           {"setting": "breakout", "num_seeds": 64}]'
     local envs=(4096 65536) timesteps=50_000_000 memory_envs=(4096 16384) turns=2
   fi
   python3 -c "import jax, flax, gymnax; print('jax', jax.__version__, jax.devices(), 'flax',
               flax.__version__)" | tee "$out/versions.txt"
-  export -f peer_turns
+  export -f peer_turns rejax_turns
   export out
   stage peers 300 bash -c 'peer_turns "$0" "$1"' "$programs" "$turns"
+  stage rejax 180 bash -c 'rejax_turns "$0" 1' "$rejax_programs"
   stage throughput 120 python3 benchmarks/throughput.py --num-envs "${envs[@]}" \
     --timesteps "$timesteps" --repeats 2 --out "$out/throughput.json"
   stage memory 60 python3 benchmarks/memory.py --num-envs "${memory_envs[@]}" \
