@@ -46,7 +46,8 @@ sys.path.insert(0, str(BENCHMARKS.parent))  # the checkout's purerl, whatever th
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import peer_brax  # noqa: E402  (this file's folder is first on sys.path)
-from peers import REPO, git_state, machine  # noqa: E402
+from other_peers import PEERS  # noqa: E402
+from peers import REPO, git_state, machine, package_versions  # noqa: E402
 from throughput import timed  # noqa: E402
 
 from purerl.agent import make_agent  # noqa: E402
@@ -187,7 +188,7 @@ def main() -> None:
         "repeats": args.repeats, "us_per_env_step": us,
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "machine": machine(), "purerl": git_state(REPO),
-        "versions": {name: __import__(name).__version__ for name in ("jax", "brax")}},
+        "versions": package_versions(sys.executable, PEERS["brax"].packages)},
         indent=2) + "\n")
 
 

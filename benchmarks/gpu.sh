@@ -90,18 +90,18 @@ peer_turns() {
   done
 }
 
-# rejax_turns PROGRAMS TURNS: purerl and rejax lean on each program, taking turns.
+# rejax_turns TURNS PROGRAM...: purerl and rejax lean on each program, taking turns.
 rejax_turns() {
-  local programs=$1 turns=$2
+  local turns=$1
+  shift
   for turn in $(seq "$turns"); do
     local i=0
-    while read -r program; do
+    for program in "$@"; do
       i=$((i + 1))
       python3 benchmarks/peer_rejax.py purerl "$program" "$out/rejax_purerl_${i}_$turn.json"
       PYTHONPATH="/tmp/peer-site:/tmp/site" python3 benchmarks/peer_rejax.py rejax-lean \
         "$program" "$out/rejax_lean_${i}_$turn.json"
-    done < <(python3 -c 'import json, sys; [print(json.dumps(p)) for p in json.loads(sys.argv[1])]' \
-               "$programs")
+    done
   done
 }
 
@@ -116,15 +116,15 @@ run() {
   if [ "${SIZES:-gpu}" = tiny ]; then
     local programs='[{"num_envs": 64, "total_timesteps": 200000, "num_seeds": 1},
                      {"num_envs": 16, "total_timesteps": 50000, "num_seeds": 4}]'
-    local rejax_programs='[{"setting": "breakout", "num_seeds": 2, "total_timesteps": 20000}]'
+    local rejax_programs=('{"setting": "breakout", "num_seeds": 2, "total_timesteps": 20000}')
     local envs=(64 256) timesteps=500_000 memory_envs=(64) turns=1
   else
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$out/gpu.csv"
     local programs='[{"num_envs": 4096, "total_timesteps": 50000000, "num_seeds": 1},
                      {"num_envs": 65536, "total_timesteps": 200000000, "num_seeds": 1},
                      {"num_envs": 512, "total_timesteps": 10000000, "num_seeds": 16}]'
-    local rejax_programs='[{"setting": "breakout", "num_seeds": 8},
-                           {"setting": "breakout", "num_seeds": 64}]'
+    local rejax_programs=('{"setting": "breakout", "num_seeds": 8}'
+                          '{"setting": "breakout", "num_seeds": 64}')
     local envs=(4096 65536) timesteps=50_000_000 memory_envs=(4096 16384) turns=2
   fi
   python3 -c "import jax, flax, gymnax; print('jax', jax.__version__, jax.devices(), 'flax',
@@ -132,7 +132,7 @@ run() {
   export -f peer_turns rejax_turns
   export out
   stage peers 300 bash -c 'peer_turns "$0" "$1"' "$programs" "$turns"
-  stage rejax 180 bash -c 'rejax_turns "$0" 1' "$rejax_programs"
+  stage rejax 180 bash -c 'rejax_turns 1 "$@"' rejax "${rejax_programs[@]}"
   stage throughput 120 python3 benchmarks/throughput.py --num-envs "${envs[@]}" \
     --timesteps "$timesteps" --repeats 2 --out "$out/throughput.json"
   stage memory 60 python3 benchmarks/memory.py --num-envs "${memory_envs[@]}" \
