@@ -295,3 +295,21 @@ def test_a_run_past_its_peers_limit_counts_as_hung(tmp_path):
         peers.timed_run(command, tmp_path, tmp_path / "log", hung_after_s=0.5)
     assert peers.timed_run([sys.executable, "-c", "pass"], tmp_path, tmp_path / "log",
                            hung_after_s=30) < 30
+
+
+def test_peer_steps_splits_an_update_into_epochs_and_the_rest():
+    import peer_steps
+
+    # 2 epochs: 1,600 us, 5 epochs: 3,100 us -> 500 us an epoch, 600 us besides
+    side = {"step_us": 100.0, "update_us": {"2": 1600.0, "5": 3100.0}}
+    assert peer_steps.derived(side) == {"epoch_us": 500.0, "rollout_us": 600.0}
+    assert peer_steps.derived({"step_us": 100.0}) == {}  # no update timed (Brax)
+    turns = [{"purerl": {"step_us": s, "update_us": {"2": u2, "5": u5}}}
+             for s, u2, u5 in ((90.0, 1600.0, 3100.0), (110.0, 1500.0, 3300.0),
+                               (100.0, 1700.0, 3000.0))]
+    medians = peer_steps.median_side(turns, "purerl")
+    assert medians["step_us"] == 100.0
+    assert medians["update_us"] == {"2": 1600.0, "5": 3100.0}
+    # the median of each turn's split, not the split of the medians
+    assert medians["epoch_us"] == 500.0  # of 500, 600, 433.3
+    assert medians["rollout_us"] == 600.0  # of 600, 300, 833.3
