@@ -13,8 +13,11 @@ under the peer's Python too, whose venv holds `purerl[brax]`, with this reposito
 PYTHONPATH); a turn runs every program of a row once per side, purerl first. From each run: the
 whole process's wall time (timed here, from start to exit), its start-up, compile (where there is
 one) and training time, training steps/s (compile excluded), the final return, time to the env's
-return threshold from the process's start, and the process's peak resident memory. Writes
-`results/peers_<peer>.json` and prints a table per row of medians, with purerl / peer ratios.
+return threshold from the process's start, and the process's peak resident memory. purerl's
+side of a program of several seeds runs on the CPU devices its command line makes for them
+(`cpu_devices=0`: forced devices, the seeds split over the cores); the peer's side as it runs
+them. Writes `results/peers_<peer>.json` and prints a table per row of medians, with purerl /
+peer ratios.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from peers import (
     PURERL_PACKAGES,
     REPO,
     comparison,
+    cpu_devices,
     git_state,
     machine,
     markdown,
@@ -147,6 +151,9 @@ def run_side(peer: Peer, side: str, python: str, program: dict, work: Path) -> d
     env = subprocess_env()
     if side in peer.purerl_sides and peer.purerl_in_peer_python:  # this repository's purerl
         env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(REPO), env.get("PYTHONPATH"))))
+    seeds = program.get("num_seeds", 1)
+    if side in peer.purerl_sides and seeds > 1:  # as the command line runs seeds on a CPU
+        env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={cpu_devices(seeds)}"
     env[LAUNCHED_AT] = repr(time.time())
     wall_s = timed_run([python, BENCHMARKS / peer.driver, side, json.dumps(program), out],
                        REPO, work / f"{side}.log", env, peer.hung_after_s)

@@ -220,11 +220,11 @@ def driver_turn(row: str, checkout: Path | None, peer_python: str, work: Path) -
     return turn
 
 
-def cpu_devices() -> int:
-    """The CPU devices the command line splits 8 seeds over here (`cpu_devices=0`)."""
+def cpu_devices(num_seeds: int = 8) -> int:
+    """The CPU devices the command line splits `num_seeds` seeds over here (`cpu_devices=0`)."""
     from purerl.config import auto_cpu_devices
 
-    return auto_cpu_devices([8])
+    return auto_cpu_devices([num_seeds])
 
 
 def stats(values: list) -> dict | None:

@@ -1,5 +1,6 @@
 """benchmarks/peer_curves.py: reading a learning curve to a time to a return."""
 
+import json
 import math
 import sys
 from pathlib import Path
@@ -313,3 +314,26 @@ def test_peer_steps_splits_an_update_into_epochs_and_the_rest():
     # the median of each turn's split, not the split of the medians
     assert medians["epoch_us"] == 500.0  # of 500, 600, 433.3
     assert medians["rollout_us"] == 600.0  # of 600, 300, 833.3
+
+
+def test_purerl_runs_several_seeds_on_the_devices_its_command_line_makes(monkeypatch, tmp_path):
+    import other_peers
+
+    flags = {}
+
+    def fake_run(command, cwd, log, env, hung_after_s):
+        flags[(command[2], json.loads(command[3])["num_seeds"])] = env.get("XLA_FLAGS")
+        Path(command[4]).write_text("{}")
+        return 1.0
+
+    monkeypatch.setattr(other_peers, "timed_run", fake_run)
+    monkeypatch.delenv("XLA_FLAGS", raising=False)
+    rejax = other_peers.PEERS["rejax"]
+    for side in ("purerl", "rejax"):
+        for seeds in (1, 8):
+            other_peers.run_side(rejax, side, sys.executable,
+                                 {"setting": "cartpole", "num_seeds": seeds}, tmp_path)
+    assert flags[("purerl", 8)] == ("--xla_force_host_platform_device_count="
+                                    f"{other_peers.cpu_devices(8)}")
+    assert flags[("purerl", 1)] is None and flags[("rejax", 8)] is None
+    assert other_peers.cpu_devices(1) == 1
