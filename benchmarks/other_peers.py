@@ -134,6 +134,27 @@ def not_given(name: str) -> str:
     return f"peers.py: --peer {name} needs --peer-python PATH; to get it: {PEERS[name].get_it}"
 
 
+def side_env(peer: Peer, side: str, num_seeds: int = 1) -> dict:
+    """The environment of a process that runs `side` against `peer`.
+
+    Args:
+        peer: the peer.
+        side: one of `peer.purerl_sides` or `peer.sides`.
+        num_seeds: the seeds the process trains.
+
+    Returns:
+        This process's environment (`subprocess_env`), with this repository first on
+        PYTHONPATH for purerl's sides under the peer's Python, and for purerl's sides of
+        several seeds the CPU devices its command line makes for them.
+    """
+    env = subprocess_env()
+    if side in peer.purerl_sides and peer.purerl_in_peer_python:  # this repository's purerl
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(REPO), env.get("PYTHONPATH"))))
+    if side in peer.purerl_sides and num_seeds > 1:  # as the command line runs seeds on a CPU
+        env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={cpu_devices(num_seeds)}"
+    return env
+
+
 def run_side(peer: Peer, side: str, python: str, program: dict, work: Path) -> dict:
     """One process of the driver for `side`; its result, with the process's wall time.
 
@@ -148,12 +169,7 @@ def run_side(peer: Peer, side: str, python: str, program: dict, work: Path) -> d
         The driver's JSON, with `process_wall_s` as this process timed it.
     """
     out = work / f"{side}.json"
-    env = subprocess_env()
-    if side in peer.purerl_sides and peer.purerl_in_peer_python:  # this repository's purerl
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(REPO), env.get("PYTHONPATH"))))
-    seeds = program.get("num_seeds", 1)
-    if side in peer.purerl_sides and seeds > 1:  # as the command line runs seeds on a CPU
-        env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={cpu_devices(seeds)}"
+    env = side_env(peer, side, program.get("num_seeds", 1))
     env[LAUNCHED_AT] = repr(time.time())
     wall_s = timed_run([python, BENCHMARKS / peer.driver, side, json.dumps(program), out],
                        REPO, work / f"{side}.log", env, peer.hung_after_s)

@@ -37,13 +37,14 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import statistics
 import subprocess
 import time
 from datetime import datetime, timezone
 
-from other_peers import PEERS, side_python
-from peers import BENCHMARKS, REPO, git_state, machine, package_versions, subprocess_env
+from other_peers import PEERS, side_env, side_python
+from peers import BENCHMARKS, REPO, git_state, machine, package_versions
 
 SETTINGS = {"rejax": ("cartpole", "breakout"), "brax": ("hopper", "inverted_pendulum")}
 # samples a timed call covers at least, in learns or updates scanned inside it
@@ -320,10 +321,9 @@ def main() -> None:
     for turn in range(args.turns):
         turns.append({})
         for side in sides:
-            env = subprocess_env()
-            if side == "purerl" and peer.purerl_in_peer_python:  # this repository's purerl
-                env["PYTHONPATH"] = str(REPO)
-            env["PYTHONPATH"] = ":".join(filter(None, (str(BENCHMARKS), env.get("PYTHONPATH"))))
+            env = side_env(peer, side)  # the drivers it imports are beside it
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(BENCHMARKS),
+                                                              env.get("PYTHONPATH"))))
             output = subprocess.run(
                 [side_python(peer, side, args.peer_python), __file__, "--peer", args.peer,
                  "--peer-python", args.peer_python, "--setting", setting, "--repeats",
