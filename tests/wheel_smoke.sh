@@ -15,7 +15,10 @@ trap 'rm -rf "$work"' EXIT
 python -m build --wheel --outdir "$work/dist" "$repo" > "$work/build.log" 2>&1 \
     || { tail -20 "$work/build.log"; exit 1; }
 wheel=("$work"/dist/purerl-*.whl)
-python -m zipfile -l "${wheel[0]}" | grep -q "purerl/conf/env/cartpole.yaml" \
+# Read the listing in Python: `grep -q` in a pipe closes it early, and under pipefail the
+# lister's broken pipe would fail the check.
+python -c 'import sys, zipfile; sys.exit(sys.argv[2] not in zipfile.ZipFile(sys.argv[1]).namelist())' \
+    "${wheel[0]}" "purerl/conf/env/cartpole.yaml" \
     || { echo "wheel_smoke: conf/ is not in ${wheel[0]##*/}"; exit 1; }
 
 python -m venv --system-site-packages "$work/venv"
