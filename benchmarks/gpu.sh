@@ -7,21 +7,33 @@
 #   bash benchmarks/gpu.sh run               # there (device tool, carry: .whl .peer-whl .peer):
 #                                            # installs the wheels, writes JSON under $OUT
 #   SIZES=tiny bash benchmarks/gpu.sh run    # the same stages at CPU sizes, to check it here
+#   STAGES="rejax brax" bash benchmarks/gpu.sh run   # only those stages, in the order of `run`
+#   PACK=$OUT/gpu.tar.gz OUT=/tmp/gpu bash benchmarks/gpu.sh run   # on the device: results in
+#                                            # an archive (the profile's traces in a second,
+#                                            # gpu_traces.tar.gz), rewritten after each stage
 #
 # The GPU image (Python 3.12, jax 0.11 with CUDA) has matplotlib, tqdm and orbax's needs; it
 # lacks gymnax, Hydra and tensorboardX, and purerl's flax, optax, chex and orbax-checkpoint are
-# pinned to the versions its CPU suite runs with. PureJaxRL's ppo.py needs gymnax 0.0.9 and
-# distrax (with tensorflow-probability), which conflict with purerl's gymnax: they install into
-# a target of their own. PureJaxRL runs lean, as peers.py's lean rows do: `DEBUG: False` and its
-# wrappers.py's brax and navix imports left out (the CartPole program does not use them).
+# pinned to the versions its CPU suite runs with; purerl's brax extra (brax, mujoco, mujoco-mjx
+# and what they import beyond the image) at the CPU brax venv's versions. PureJaxRL's ppo.py
+# needs gymnax 0.0.9 and distrax (with tensorflow-probability), which conflict with purerl's
+# gymnax: they install into a target of their own, first on the peers' path, purerl's pinned
+# flax, optax and chex after it. PureJaxRL runs lean, as peers.py's lean rows do: `DEBUG: False`
+# and its wrappers.py's brax and navix imports left out (the CartPole program does not use
+# them).
 # `run` measures, each stage in its own processes under a time limit:
 #  1. the whole-run training program of both sides, taking turns (peer_driver.py: compile and
 #     training timed apart), at 4096 and 65536 envs and 16 vmapped seeds of 512 envs;
 #  2. rejax lean and purerl on rejax's Breakout-MinAtar setting (peer_rejax.py: 32 envs x 32
 #     steps per seed) at 8 and 64 vmapped seeds, taking turns; rejax (pure Python) runs on the
 #     peer wheels' gymnax 0.0.9 and distrax, with purerl's pinned flax, optax and chex;
-#  3. throughput.py: purerl's training against its raw env loop at 4096 and 65536 envs;
-#  4. memory.py: XLA's accounting of a Breakout-MinAtar update at 4096 and 16384 envs.
+#  3. Brax's PPO lean and purerl on Brax's inverted_pendulum setting scaled to 4096 and 65536
+#     envs and on hopper at 4096 envs (peer_brax.py), taking turns;
+#  4. a profile: both sides' program of stage 1 at 65536 envs for 3 updates, each run once
+#     under jax.profiler (peer_driver.py --trace), its ops' time summed by trace_ops.py;
+#  5. throughput.py: purerl's training against its raw env loop at 4096 and 65536 envs;
+#  6. memory.py: XLA's accounting of a Breakout-MinAtar update at 4096 and 16384 envs.
+# The stages' limits add up to more than one device call's 600 s: STAGES picks some.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,6 +43,8 @@ PLATFORMS=(--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64
 PURERL_WHEELS=(gymnax==1.0.1 hydra-core==1.3.8 omegaconf==2.3.1 tensorboardX==2.6.5 six==1.17.0
                flax==0.12.8 optax==0.2.8 chex==0.1.92 orbax-checkpoint==0.12.8
                gymnasium==1.4.0 farama-notifications==0.0.6)
+BRAX_WHEELS=(brax==0.14.2 mujoco==4.0.1 mujoco-core==4.0.1 mujoco-mjx==3.17.0 glfw==2.11.0
+             jaxopt==0.8.5 ml_collections==1.1.0 trimesh==5.2.0)
 SOURCE_ONLY=(antlr4-python3-runtime==4.9.3)  # pure Python, published as a source archive only
 # What lean PureJaxRL's ppo.py and rejax import beyond the image, at the CPU peer venvs'
 # versions.
@@ -50,7 +64,7 @@ fetch() {
   local pip=(python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12
              --implementation cp "${PLATFORMS[@]}")
   rm -rf .whl .peer-whl .peer
-  "${pip[@]}" -d .whl "${PURERL_WHEELS[@]}"
+  "${pip[@]}" -d .whl "${PURERL_WHEELS[@]}" "${BRAX_WHEELS[@]}"
   python3 -m pip wheel -q --no-deps -w .whl "${SOURCE_ONLY[@]}"
   "${pip[@]}" -d .peer-whl "${PEER_WHEELS[@]}"
   mkdir -p .peer/purejaxrl
@@ -79,33 +93,62 @@ stage() {
     echo "   FAILED (exit $?) after $((SECONDS - start))s; last lines:"
     tail -5 "$out/$name.log"
   fi
+  if [ -n "${PACK:-}" ]; then  # the traces apart, so that their size cannot hold back the rest
+    tar czf "$PACK" --exclude='*.xplane.pb' --exclude='*.trace.json.gz' -C "$out" .
+    if [ -d "$out/trace" ]; then
+      tar czf "${PACK%.tar.gz}_traces.tar.gz" --exclude='*.trace.json.gz' -C "$out" trace
+    fi
+  fi
 }
 
 peer_turns() {
   local programs=$1 turns=$2
   for turn in $(seq "$turns"); do
     python3 benchmarks/peer_driver.py purerl "$programs" "$out/purerl_$turn.json"
-    PYTHONPATH="/tmp/peer-site" python3 benchmarks/peer_driver.py purejaxrl "$programs" \
+    PYTHONPATH="/tmp/peer-site:/tmp/site" python3 benchmarks/peer_driver.py purejaxrl "$programs" \
       "$out/purejaxrl_$turn.json" --purejaxrl .peer
   done
 }
 
-# rejax_turns TURNS PROGRAM...: purerl and rejax lean on each program, taking turns.
-rejax_turns() {
-  local turns=$1
-  shift
+# profile PROGRAMS: both sides' programs, each run once more under jax.profiler; their ops' time.
+profile() {
+  python3 benchmarks/peer_driver.py purerl "$1" "$out/profile_purerl.json" --trace "$out/trace"
+  PYTHONPATH="/tmp/peer-site:/tmp/site" python3 benchmarks/peer_driver.py purejaxrl "$1" \
+    "$out/profile_purejaxrl.json" --purejaxrl .peer --trace "$out/trace"
+  python3 benchmarks/trace_ops.py "$out"/trace/purerl_* "$out"/trace/purejaxrl_* \
+    --out "$out/trace_ops.json"
+}
+
+# driver_turns PEER SIDE PATH TURNS PROGRAM...: purerl and the peer's SIDE on each program of
+# benchmarks/peer_PEER.py, taking turns; the peer's side with PATH as its PYTHONPATH.
+driver_turns() {
+  local peer=$1 side=$2 path=$3 turns=$4
+  shift 4
   for turn in $(seq "$turns"); do
     local i=0
     for program in "$@"; do
       i=$((i + 1))
-      python3 benchmarks/peer_rejax.py purerl "$program" "$out/rejax_purerl_${i}_$turn.json"
-      PYTHONPATH="/tmp/peer-site:/tmp/site" python3 benchmarks/peer_rejax.py rejax-lean \
-        "$program" "$out/rejax_lean_${i}_$turn.json"
+      python3 "benchmarks/peer_$peer.py" purerl "$program" "$out/${peer}_purerl_${i}_$turn.json"
+      PYTHONPATH="$path" python3 "benchmarks/peer_$peer.py" "$side" "$program" \
+        "$out/${peer}_lean_${i}_$turn.json"
     done
   done
 }
 
+ALL_STAGES="peers rejax brax profile throughput memory"
+
+# wanted NAME: whether STAGES (default: all) names the stage.
+wanted() {
+  [[ " ${STAGES:-$ALL_STAGES} " == *" $1 "* ]]
+}
+
 run() {
+  for name in ${STAGES:-}; do
+    if [[ " $ALL_STAGES " != *" $name "* ]]; then
+      echo "gpu.sh: STAGES names '$name'; the stages are: $ALL_STAGES" >&2
+      exit 2
+    fi
+  done
   out=${OUT:-benchmarks/results/gpu}
   mkdir -p "$out"
   python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site \
@@ -117,6 +160,10 @@ run() {
     local programs='[{"num_envs": 64, "total_timesteps": 200000, "num_seeds": 1},
                      {"num_envs": 16, "total_timesteps": 50000, "num_seeds": 4}]'
     local rejax_programs=('{"setting": "breakout", "num_seeds": 2, "total_timesteps": 20000}')
+    local brax_programs=(
+      '{"setting": "inverted_pendulum", "num_envs": 64, "batch_size": 64, "total_timesteps": 20480}'
+      '{"setting": "hopper", "num_envs": 32, "batch_size": 32, "total_timesteps": 10240}')
+    local profiled='[{"num_envs": 256, "total_timesteps": 98304, "num_seeds": 1}]'
     local envs=(64 256) timesteps=500_000 memory_envs=(64) turns=1
   else
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$out/gpu.csv"
@@ -125,18 +172,40 @@ run() {
                      {"num_envs": 512, "total_timesteps": 10000000, "num_seeds": 16}]'
     local rejax_programs=('{"setting": "breakout", "num_seeds": 8}'
                           '{"setting": "breakout", "num_seeds": 64}')
+    local brax_programs=(
+      '{"setting": "inverted_pendulum", "num_envs": 4096, "total_timesteps": 10000000}'
+      '{"setting": "inverted_pendulum", "num_envs": 65536, "batch_size": 2048,
+        "total_timesteps": 20000000}'
+      '{"setting": "hopper", "num_envs": 4096, "batch_size": 2048, "total_timesteps": 20000000}')
+    local profiled='[{"num_envs": 65536, "total_timesteps": 25165824, "num_seeds": 1}]'
     local envs=(4096 65536) timesteps=50_000_000 memory_envs=(4096 16384) turns=2
   fi
   python3 -c "import jax, flax, gymnax; print('jax', jax.__version__, jax.devices(), 'flax',
               flax.__version__)" | tee "$out/versions.txt"
-  export -f peer_turns rejax_turns
+  export -f peer_turns driver_turns profile
   export out
-  stage peers 300 bash -c 'peer_turns "$0" "$1"' "$programs" "$turns"
-  stage rejax 180 bash -c 'rejax_turns 1 "$@"' rejax "${rejax_programs[@]}"
-  stage throughput 120 python3 benchmarks/throughput.py --num-envs "${envs[@]}" \
-    --timesteps "$timesteps" --repeats 2 --out "$out/throughput.json"
-  stage memory 60 python3 benchmarks/memory.py --num-envs "${memory_envs[@]}" \
-    --out "$out/memory.json"
+  if wanted peers; then
+    stage peers 300 bash -c 'peer_turns "$0" "$1"' "$programs" "$turns"
+  fi
+  if wanted rejax; then
+    stage rejax 180 bash -c 'driver_turns rejax rejax-lean /tmp/peer-site:/tmp/site 1 "$@"' \
+      rejax "${rejax_programs[@]}"
+  fi
+  if wanted brax; then
+    stage brax 300 bash -c 'driver_turns brax brax-lean "$PYTHONPATH" 1 "$@"' \
+      brax "${brax_programs[@]}"
+  fi
+  if wanted profile; then
+    stage profile 120 bash -c 'profile "$0"' "$profiled"
+  fi
+  if wanted throughput; then
+    stage throughput 120 python3 benchmarks/throughput.py --num-envs "${envs[@]}" \
+      --timesteps "$timesteps" --repeats 2 --out "$out/throughput.json"
+  fi
+  if wanted memory; then
+    stage memory 60 python3 benchmarks/memory.py --num-envs "${memory_envs[@]}" \
+      --out "$out/memory.json"
+  fi
 }
 
 case "${1:-}" in

@@ -12,7 +12,8 @@ PyPI, jax 0.10.2 as purerl's): purerl's sides need brax for its `env.name=brax/.
 `peers.py` puts the repository first on PYTHONPATH for purerl's sides, so that they run the
 purerl of the checkout it is run from whatever the venv installed. This file imports nothing of
 purerl or brax at its top. A program is `{"setting"}` (and `"total_timesteps"` to cut the
-budget for a check).
+budget for a check; `"num_envs"` and `"batch_size"` to scale the setting up on a GPU, the rest
+as it is).
 
 The settings. Brax publishes PPO settings per env in its training notebook
 (google/brax `notebooks/training.ipynb`, the `train_fn` table; the same table since Brax's v2
@@ -175,15 +176,17 @@ def settings_of(spec: dict) -> dict:
 
     Args:
         spec: the program: `"setting"` names BRAX_SETTINGS' entry; `"total_timesteps"`, if
-            there, cuts its `num_timesteps`, and its `num_evals` to at most one evaluation
+            there, replaces its `num_timesteps` and cuts its `num_evals` to at most one evaluation
             per update (as a check's few updates would otherwise each be a stretch of their
             own: Brax trains at least one update per stretch); `"num_epochs"`, if there,
-            replaces `num_updates_per_batch` (`peer_phases.py`).
+            replaces `num_updates_per_batch` (`peer_phases.py`); `"num_envs"` and
+            `"batch_size"`, if there, replace the setting's (`gpu.sh`'s larger rows).
 
     Returns:
         A copy of the settings.
     """
     setting = dict(BRAX_SETTINGS[spec["setting"]])
+    setting.update({k: int(spec[k]) for k in ("num_envs", "batch_size") if spec.get(k)})
     if spec.get("total_timesteps"):
         setting["num_timesteps"] = int(spec["total_timesteps"])
         updates = max(1, setting["num_timesteps"] // update_steps(setting))

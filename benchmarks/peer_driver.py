@@ -23,7 +23,9 @@ Then, in order: `jax.jit(train).lower(key)` (timed as lowering), `.compile()` (t
 compile) and one call of the compiled program up to `jax.block_until_ready` (timed as
 training). Several seeds are vmapped: `jax.vmap(train)` over
 split keys for PureJaxRL, as its README does; `Config(num_seeds=...)` for purerl. JSON with the
-timings and the final returns goes to OUT.
+timings and the final returns goes to OUT. With `--trace DIR`, each program then runs once more
+under `jax.profiler.trace` into `DIR/<side>_<i>`, beside its compiled HLO text, for
+`trace_ops.py`.
 
 The purejaxrl side imports `make_train` from the checkout's `purejaxrl/ppo.py`, for gru from
 its `purejaxrl/ppo_rnn.py` (with `DEBUG` off; ppo_rnn.py's `nn` given the flax `GRUCell`
@@ -178,7 +180,8 @@ def purerl_curve(config, metrics) -> tuple[list, list]:
     return [config.batch_size * k for k in range(1, config.num_updates + 1)], returns
 
 
-def compile_and_run(train, key, jit: bool = True) -> tuple[dict, object]:
+def compile_and_run(train, key, jit: bool = True,
+                    trace: Path | None = None) -> tuple[dict, object]:
     """`jax.jit(train).lower(key)`, its `.compile()` and one call of the compiled program up to
     `jax.block_until_ready`, timed apart.
 
@@ -187,6 +190,9 @@ def compile_and_run(train, key, jit: bool = True) -> tuple[dict, object]:
         key: its PRNG key (or keys, for a vmapped `train`), or the program's one argument.
         jit: lower `jax.jit(train)`; False: `train` is already a program of JAX's with its own
             `.lower` (Stoix's `jax.pmap`ped learner), lowered as it is.
+        trace: a folder: after the timed call, a second call of the program runs under
+            `jax.profiler.trace` into it, and the compiled program's HLO text goes to its
+            `program.hlo.txt` (`trace_ops.py` reads both).
 
     Returns:
         `({"lower_s", "compile_s" (lowering included), "train_s"}, the program's output)`.
@@ -199,13 +205,19 @@ def compile_and_run(train, key, jit: bool = True) -> tuple[dict, object]:
     start = time.perf_counter()
     output = jax.block_until_ready(compiled(key))
     train_s = time.perf_counter() - start
+    if trace is not None:
+        trace.mkdir(parents=True, exist_ok=True)
+        (trace / "program.hlo.txt").write_text(compiled.as_text())
+        with jax.profiler.trace(str(trace)):
+            jax.block_until_ready(compiled(key))
     return {"lower_s": round(lower_s, 3), "compile_s": round(compile_s, 3),
             "train_s": round(train_s, 3)}, output
 
 
-def measure(train, key, env_steps: int, episode_sums) -> dict:
-    """Lowering, compile (lowering included) and one run of `train(key)`, timed apart."""
-    timings, output = compile_and_run(train, key)
+def measure(train, key, env_steps: int, episode_sums, trace: Path | None = None) -> dict:
+    """Lowering, compile (lowering included) and one run of `train(key)`, timed apart (and a
+    traced run into `trace`, `compile_and_run`'s)."""
+    timings, output = compile_and_run(train, key, trace=trace)
     return {
         "env_steps": env_steps,
         **timings,
@@ -227,18 +239,22 @@ def main() -> None:
     parser.add_argument("programs", type=json.loads)
     parser.add_argument("out", type=Path)
     parser.add_argument("--purejaxrl", type=Path, help="the PureJaxRL checkout (its root)")
+    parser.add_argument("--trace", type=Path,
+                        help="a folder: each program also runs once under jax.profiler, into "
+                             "its subfolder SIDE_<i> (i from 1), with its HLO text")
     args = parser.parse_args()
     if args.side == "purejaxrl" and args.purejaxrl is None:
         parser.error("the purejaxrl side needs --purejaxrl CHECKOUT")
 
     start_jax()
     results = []
-    for spec in args.programs:
+    for i, spec in enumerate(args.programs, 1):
         settings = (spec["num_envs"], spec["total_timesteps"], spec["num_seeds"],
                  spec.get("network", "mlp"))
         program = (purerl_program(*settings) if args.side == "purerl"
                    else purejaxrl_program(args.purejaxrl, *settings))
-        results.append(dict(spec, **measure(*program)))
+        trace = args.trace / f"{args.side}_{i}" if args.trace else None
+        results.append(dict(spec, **measure(*program, trace=trace)))
         print(json.dumps(results[-1]), flush=True)
         # Written after each program, so a run stopped at its time limit keeps what it measured.
         args.out.write_text(json.dumps(results, indent=2) + "\n")

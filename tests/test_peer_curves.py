@@ -236,6 +236,20 @@ def test_purerl_matches_brax_update_layout():
         peer_brax.purerl_num_steps(dict(pendulum, num_envs=3000))
 
 
+def test_a_brax_row_scaled_up_for_a_gpu_keeps_its_minibatches_of_sequences():
+    import peer_brax
+
+    wide = peer_brax.settings_of({"setting": "inverted_pendulum", "num_envs": 65_536,
+                                  "batch_size": 2048, "total_timesteps": 20_000_000})
+    assert peer_brax.update_steps(wide) == 2048 * 32 * 5
+    assert peer_brax.purerl_num_steps(wide) == 5  # one unroll per env and update
+    assert peer_brax.brax_schedule(wide, 0) == (1, 62, 62 * 327_680)
+    config = peer_brax.purerl_config({"setting": "inverted_pendulum", "num_envs": 65_536,
+                                      "batch_size": 2048}, 62 * 327_680)
+    assert (config.env.num_envs, config.ppo.num_steps, config.num_updates) == (65_536, 5, 62)
+    assert config.batch_size // config.ppo.num_minibatches == 2048 * 5
+
+
 def test_compile_clock_sums_only_compile_events():
     import peer_brax
 
@@ -337,3 +351,46 @@ def test_purerl_runs_several_seeds_on_the_devices_its_command_line_makes(monkeyp
                                     f"{other_peers.cpu_devices(8)}")
     assert flags[("purerl", 1)] is None and flags[("rejax", 8)] is None
     assert other_peers.cpu_devices(1) == 1
+
+
+def test_trace_ops_tells_an_op_by_what_it_holds():
+    import trace_ops
+
+    hlo = """HloModule jit_train, entry_computation_layout={(f32[8,4]{1,0})->f32[8,2]{1,0}}
+
+%fused_dot (param_0: f32[8,4], param_1: f32[4,2]) -> f32[8,2] {
+  %param_0 = f32[8,4]{1,0} parameter(0)
+  %param_1 = f32[4,2]{1,0} parameter(1)
+  ROOT %dot.1 = f32[8,2]{1,0} dot(%param_0, %param_1), lhs_contracting_dims={1}
+}
+
+%fused_add (param_0.1: f32[8,2]) -> f32[8,2] {
+  %param_0.1 = f32[8,2]{1,0} parameter(0)
+  ROOT %add.2 = f32[8,2]{1,0} add(%param_0.1, %param_0.1)
+}
+
+%body (arg: (s32[], f32[8,2])) -> (s32[], f32[8,2]) {
+  %arg = (s32[], f32[8,2]{1,0}) parameter(0)
+  %x = f32[8,2]{1,0} get-tuple-element(%arg), index=1
+  %sort.3 = f32[8,2]{1,0} sort(%x), dimensions={0}, to_apply=%compare
+  ROOT %t = (s32[], f32[8,2]{1,0}) tuple(%arg, %sort.3)
+}
+
+ENTRY %main.9 (Arg_0.1: f32[8,4]) -> f32[8,2] {
+  %Arg_0.1 = f32[8,4]{1,0} parameter(0)
+  %w = f32[4,2]{1,0} constant({...})
+  %fusion.1 = f32[8,2]{1,0} fusion(%Arg_0.1, %w), kind=kOutput, calls=%fused_dot
+  %fusion.2 = f32[8,2]{1,0} fusion(%fusion.1), kind=kLoop, calls=%fused_add
+  %gemm.4 = f32[8,2]{1,0} custom-call(%Arg_0.1, %w), custom_call_target="__cublas$gemm"
+  %while.5 = (s32[], f32[8,2]{1,0}) while(%t0), condition=%cond, body=%body
+  ROOT %copy.6 = f32[8,2]{1,0} copy(%fusion.2)
+}
+"""
+    instructions, computations = trace_ops.parse_hlo(hlo)
+    assert computations["fused_add"] == ["param_0.1", "add.2"]
+    assert instructions["while.5"][:2] == ("while", ["cond", "body"])
+    kinds = {op: trace_ops.kind_of(op, instructions, computations)
+             for op in ("fusion.1", "fusion.2", "gemm.4", "while.5", "copy.6", "%sort.3", "x.7")}
+    assert kinds == {"fusion.1": "matmul", "fusion.2": "elementwise", "gemm.4": "matmul",
+                     "while.5": "enclosing", "copy.6": "copy/transpose", "%sort.3": "sort",
+                     "x.7": "not in the HLO"}

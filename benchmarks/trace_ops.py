@@ -1,0 +1,187 @@
+"""Where a traced program's time goes, op by op, from the traces `peer_driver.py --trace` writes.
+
+    python benchmarks/trace_ops.py DIR [DIR ...] [--top 20] [--out FILE]
+
+Each DIR holds one program's `jax.profiler` trace (`**/*.xplane.pb`) and its compiled HLO
+(`program.hlo.txt`). From the trace, the events of XLA's ops, their durations summed per op:
+on a GPU or TPU the "XLA Ops" line of each device plane (when a device plane has none, its
+stream lines, whose kernels XLA names after their ops); on XLA:CPU the host's `tf_XLA...`
+thread lines, where its thunks run, leaving out the events that only enclose others (loops,
+conditionals, calls and the thunk executor). From the HLO, what each op is: a matmul (a dot or
+convolution, alone, inside a fusion or as a library call), a gather or scatter, a sort, a
+reduction, random bits, a copy or transpose, or elementwise. Prints, per folder, the traced
+time, its share per kind and the top ops; `--out` writes the same as JSON. The raw traces stay
+where they are for TensorBoard's profile plugin or Perfetto.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import re
+from pathlib import Path
+
+# What an op is, from the opcodes it holds, most telling first.
+KINDS = (
+    ("matmul", {"dot", "convolution"}),
+    ("gather/scatter", {"gather", "scatter", "dynamic-slice", "dynamic-update-slice"}),
+    ("sort", {"sort"}),
+    ("reduce", {"reduce", "reduce-window", "all-reduce"}),
+    ("random bits", {"rng-bit-generator", "rng"}),
+    ("copy/transpose", {"copy", "transpose", "copy-start", "copy-done"}),
+)
+# Ops whose CPU events only enclose those of the ops they run.
+ENCLOSING = {"while", "conditional", "call"}
+INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*.*?\s([a-z][\w\-]*)\(")
+COMPUTATION = re.compile(r"^\s*(?:ENTRY\s+)?%?([\w.\-]+)\s.*\{\s*$")
+CALLS = re.compile(r"(?:calls|to_apply|body|condition|branch_computations)=\{?%?([\w.\-]+)")
+TARGET = re.compile(r'custom_call_target="([^"]+)"')
+
+
+def parse_hlo(text: str) -> tuple[dict, dict]:
+    """The instructions and computations of an HLO module's text.
+
+    Args:
+        text: `compiled.as_text()` of a program.
+
+    Returns:
+        `(instructions, computations)`: `{name: (opcode, [called computations], custom-call
+        target or "")}` and `{computation: [names of its instructions]}`.
+    """
+    instructions, computations, current = {}, {}, None
+    for line in text.splitlines():
+        found = INSTRUCTION.match(line)
+        if found:
+            name, opcode = found.groups()
+            target = TARGET.search(line)
+            instructions[name] = (opcode, CALLS.findall(line), target.group(1) if target else "")
+            if current is not None:
+                computations[current].append(name)
+        elif (header := COMPUTATION.match(line)) and "=" not in line.split("{")[0]:
+            current = header.group(1)
+            computations[current] = []
+    return instructions, computations
+
+
+def opcodes_within(name: str, instructions: dict, computations: dict) -> set:
+    """The opcodes of an instruction and of every computation it calls, recursively."""
+    opcode, called, target = instructions[name]
+    found = {opcode}
+    if opcode == "custom-call" and re.search(r"gemm|matmul|cublas", target, re.IGNORECASE):
+        found.add("dot")
+    stack, seen = list(called), set()
+    while stack:
+        computation = stack.pop()
+        if computation in seen or computation not in computations:
+            continue
+        seen.add(computation)
+        for inner in computations[computation]:
+            inner_opcode, inner_called, _ = instructions[inner]
+            found.add(inner_opcode)
+            stack.extend(inner_called)
+    return found
+
+
+def kind_of(name: str, instructions: dict, computations: dict) -> str:
+    """What an op is (KINDS' names, "enclosing", "elementwise", or "not in the HLO")."""
+    op = name.lstrip("%").split(" ")[0]
+    if op not in instructions:
+        return "not in the HLO"
+    if instructions[op][0] in ENCLOSING:
+        return "enclosing"
+    opcodes = opcodes_within(op, instructions, computations)
+    for kind, members in KINDS:
+        if opcodes & members:
+            return kind
+    return "elementwise"
+
+
+def op_events(trace_file: Path) -> tuple[collections.Counter, collections.Counter, dict]:
+    """Every XLA op's summed event durations in one trace.
+
+    Args:
+        trace_file: a `*.xplane.pb` that `jax.profiler.trace` wrote.
+
+    Returns:
+        `(nanoseconds per op name, events per op name, nanoseconds per "plane/line" read)`.
+    """
+    from jax.profiler import ProfileData
+
+    data = ProfileData.from_file(str(trace_file))
+    planes = list(data.planes)
+    device = [p for p in planes if p.name.startswith(("/device:GPU", "/device:TPU"))]
+    chosen = []
+    for plane in device:
+        lines = list(plane.lines)
+        ops = [line for line in lines if line.name == "XLA Ops"]
+        chosen += [(plane, line) for line in ops or [x for x in lines
+                                                     if x.name.startswith("Stream")]]
+    if not device:
+        chosen = [(plane, line) for plane in planes for line in plane.lines
+                  if line.name.startswith("tf_XLA")]
+    durations, counts, per_line = collections.Counter(), collections.Counter(), {}
+    for plane, line in chosen:
+        total = 0
+        for event in line.events:
+            durations[event.name] += event.duration_ns
+            counts[event.name] += 1
+            total += event.duration_ns
+        per_line[f"{plane.name}/{line.name}"] = total
+    return durations, counts, per_line
+
+
+def summarize(folder: Path, top: int) -> dict:
+    """One traced program's time per kind of op and its top ops.
+
+    Args:
+        folder: what `peer_driver.py --trace` wrote for one program.
+        top: how many ops to list.
+
+    Returns:
+        `{"folder", "traced_ms", "lines_ms", "kinds_ms", "top"}`: the ops' time in all
+        (enclosing events left out), the time on each line read, the time per kind, and the
+        `top` ops by time as `{"op", "kind", "ms", "events"}`.
+    """
+    traces = sorted(folder.glob("**/*.xplane.pb"))
+    if not traces:
+        raise SystemExit(f"trace_ops.py: no *.xplane.pb under {folder}")
+    hlo = folder / "program.hlo.txt"
+    instructions, computations = (parse_hlo(hlo.read_text()) if hlo.exists() else ({}, {}))
+    durations, counts, per_line = op_events(traces[-1])
+    kinds = collections.Counter()
+    ranked = []
+    for name, nanoseconds in durations.most_common():
+        kind = ("enclosing" if name.startswith("ThunkExecutor")
+                else kind_of(name, instructions, computations))
+        if kind == "enclosing":
+            continue
+        kinds[kind] += nanoseconds
+        ranked.append({"op": name, "kind": kind, "ms": round(nanoseconds / 1e6, 3),
+                       "events": counts[name]})
+    return {"folder": str(folder), "traced_ms": round(sum(kinds.values()) / 1e6, 3),
+            "lines_ms": {k: round(v / 1e6, 3) for k, v in per_line.items()},
+            "kinds_ms": {k: round(v / 1e6, 3) for k, v in kinds.most_common()},
+            "top": ranked[:top]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folders", type=Path, nargs="+")
+    parser.add_argument("--top", type=int, default=20)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    summaries = [summarize(folder, args.top) for folder in args.folders]
+    for summary in summaries:
+        total = summary["traced_ms"] or 1.0
+        print(f"{summary['folder']}: {summary['traced_ms']:.1f} ms of ops")
+        for kind, ms in summary["kinds_ms"].items():
+            print(f"  {kind:16s} {ms:10.1f} ms  {ms / total:6.1%}")
+        for op in summary["top"]:
+            print(f"    {op['ms']:10.2f} ms  {op['events']:7d}x  {op['kind']:16s} {op['op']}")
+    if args.out:
+        args.out.write_text(json.dumps(summaries, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
