@@ -37,6 +37,7 @@ INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*.*?\s([a-z][\w\-]*
 COMPUTATION = re.compile(r"^\s*(?:ENTRY\s+)?%?([\w.\-]+)\s.*\{\s*$")
 CALLS = re.compile(r"(?:calls|to_apply|body|condition|branch_computations)=\{?%?([\w.\-]+)")
 TARGET = re.compile(r'custom_call_target="([^"]+)"')
+COMMENT = re.compile(r"/\*.*?\*/")
 
 
 def parse_hlo(text: str) -> tuple[dict, dict]:
@@ -51,6 +52,7 @@ def parse_hlo(text: str) -> tuple[dict, dict]:
     """
     instructions, computations, current = {}, {}, None
     for line in text.splitlines():
+        line = COMMENT.sub("", line)  # "/*index=5*/" in long tuples
         found = INSTRUCTION.match(line)
         if found:
             name, opcode = found.groups()
@@ -58,7 +60,7 @@ def parse_hlo(text: str) -> tuple[dict, dict]:
             instructions[name] = (opcode, CALLS.findall(line), target.group(1) if target else "")
             if current is not None:
                 computations[current].append(name)
-        elif (header := COMPUTATION.match(line)) and "=" not in line.split("{")[0]:
+        elif header := COMPUTATION.match(line):
             current = header.group(1)
             computations[current] = []
     return instructions, computations

@@ -369,8 +369,8 @@ def test_trace_ops_tells_an_op_by_what_it_holds():
   ROOT %add.2 = f32[8,2]{1,0} add(%param_0.1, %param_0.1)
 }
 
-%body (arg: (s32[], f32[8,2])) -> (s32[], f32[8,2]) {
-  %arg = (s32[], f32[8,2]{1,0}) parameter(0)
+%body (arg: (s32[], f32[8,2], /*index=2*/f32[8,2])) -> (s32[], f32[8,2]) {
+  %arg = (s32[], f32[8,2]{1,0}, /*index=2*/f32[8,2]{1,0}) parameter(0)
   %x = f32[8,2]{1,0} get-tuple-element(%arg), index=1
   %sort.3 = f32[8,2]{1,0} sort(%x), dimensions={0}, to_apply=%compare
   ROOT %t = (s32[], f32[8,2]{1,0}) tuple(%arg, %sort.3)
@@ -388,6 +388,7 @@ ENTRY %main.9 (Arg_0.1: f32[8,4]) -> f32[8,2] {
 """
     instructions, computations = trace_ops.parse_hlo(hlo)
     assert computations["fused_add"] == ["param_0.1", "add.2"]
+    assert computations["body"] == ["arg", "x", "sort.3", "t"]
     assert instructions["while.5"][:2] == ("while", ["cond", "body"])
     kinds = {op: trace_ops.kind_of(op, instructions, computations)
              for op in ("fusion.1", "fusion.2", "gemm.4", "while.5", "copy.6", "%sort.3", "x.7")}
