@@ -5,7 +5,7 @@
 Each DIR holds one program's `jax.profiler` trace (`**/*.xplane.pb`) and its compiled HLO
 (`program.hlo.txt`). From the trace, the events of XLA's ops, their durations summed per op:
 on a GPU or TPU the "XLA Ops" line of each device plane (when a device plane has none, its
-stream lines, whose kernels XLA names after their ops); on XLA:CPU the host's `tf_XLA...`
+stream lines, each kernel by the op of its "hlo_op" stat); on XLA:CPU the host's `tf_XLA...`
 thread lines, where its thunks run, leaving out the events that only enclose others (loops,
 conditionals, calls and the thunk executor). From the HLO, what each op is: a matmul (a dot or
 convolution, alone, inside a fusion or as a library call), a gather or scatter, a sort, a
@@ -99,14 +99,15 @@ def kind_of(name: str, instructions: dict, computations: dict) -> str:
     return "elementwise"
 
 
-def op_events(trace_file: Path) -> tuple[collections.Counter, collections.Counter, dict]:
+def op_events(trace_file: Path) -> tuple[collections.Counter, collections.Counter, dict, dict]:
     """Every XLA op's summed event durations in one trace.
 
     Args:
         trace_file: a `*.xplane.pb` that `jax.profiler.trace` wrote.
 
     Returns:
-        `(nanoseconds per op name, events per op name, nanoseconds per "plane/line" read)`.
+        `(nanoseconds per op name, events per op name, nanoseconds per "plane/line" read,
+        {plane: [its lines' names]} of the whole trace)`.
     """
     from jax.profiler import ProfileData
 
@@ -126,11 +127,14 @@ def op_events(trace_file: Path) -> tuple[collections.Counter, collections.Counte
     for plane, line in chosen:
         total = 0
         for event in line.events:
-            durations[event.name] += event.duration_ns
-            counts[event.name] += 1
+            # A GPU stream's kernels are named after their op in the "hlo_op" stat.
+            name = dict(event.stats).get("hlo_op", event.name)
+            durations[name] += event.duration_ns
+            counts[name] += 1
             total += event.duration_ns
         per_line[f"{plane.name}/{line.name}"] = total
-    return durations, counts, per_line
+    layout = {plane.name: [line.name for line in plane.lines] for plane in planes}
+    return durations, counts, per_line, layout
 
 
 def summarize(folder: Path, top: int) -> dict:
@@ -141,16 +145,17 @@ def summarize(folder: Path, top: int) -> dict:
         top: how many ops to list.
 
     Returns:
-        `{"folder", "traced_ms", "lines_ms", "kinds_ms", "top"}`: the ops' time in all
-        (enclosing events left out), the time on each line read, the time per kind, and the
-        `top` ops by time as `{"op", "kind", "ms", "events"}`.
+        `{"folder", "traced_ms", "lines_ms", "kinds_ms", "top", "planes"}`: the ops' time in
+        all (enclosing events left out), the time on each line read, the time per kind, the
+        `top` ops by time as `{"op", "kind", "ms", "events"}`, and the trace's planes with
+        their lines' names (what there was to read, should no line hold XLA's ops).
     """
     traces = sorted(folder.glob("**/*.xplane.pb"))
     if not traces:
         raise SystemExit(f"trace_ops.py: no *.xplane.pb under {folder}")
     hlo = folder / "program.hlo.txt"
     instructions, computations = (parse_hlo(hlo.read_text()) if hlo.exists() else ({}, {}))
-    durations, counts, per_line = op_events(traces[-1])
+    durations, counts, per_line, layout = op_events(traces[-1])
     kinds = collections.Counter()
     ranked = []
     for name, nanoseconds in durations.most_common():
@@ -164,7 +169,7 @@ def summarize(folder: Path, top: int) -> dict:
     return {"folder": str(folder), "traced_ms": round(sum(kinds.values()) / 1e6, 3),
             "lines_ms": {k: round(v / 1e6, 3) for k, v in per_line.items()},
             "kinds_ms": {k: round(v / 1e6, 3) for k, v in kinds.most_common()},
-            "top": ranked[:top]}
+            "top": ranked[:top], "planes": layout}
 
 
 def main() -> None:
@@ -177,6 +182,8 @@ def main() -> None:
     for summary in summaries:
         total = summary["traced_ms"] or 1.0
         print(f"{summary['folder']}: {summary['traced_ms']:.1f} ms of ops")
+        if not summary["lines_ms"]:
+            print(f"  no line of XLA's ops; the trace's planes: {summary['planes']}")
         for kind, ms in summary["kinds_ms"].items():
             print(f"  {kind:16s} {ms:10.1f} ms  {ms / total:6.1%}")
         for op in summary["top"]:

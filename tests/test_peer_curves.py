@@ -395,3 +395,20 @@ ENTRY %main.9 (Arg_0.1: f32[8,4]) -> f32[8,2] {
     assert kinds == {"fusion.1": "matmul", "fusion.2": "elementwise", "gemm.4": "matmul",
                      "while.5": "enclosing", "copy.6": "copy/transpose", "%sort.3": "sort",
                      "x.7": "not in the HLO"}
+
+
+def test_trace_ops_reads_a_traced_programs_matmuls(tmp_path):
+    import jax
+    import jax.numpy as jnp
+    import peer_driver
+    import trace_ops
+
+    def train(key):
+        x = jax.random.normal(key, (256, 256))
+        return jax.lax.fori_loop(0, 8, lambda _, y: jnp.tanh(y @ x), x)
+
+    peer_driver.compile_and_run(train, jax.random.key(0), trace=tmp_path)
+    summary = trace_ops.summarize(tmp_path, top=5)
+    assert summary["kinds_ms"]["matmul"] > 0
+    assert summary["top"][0]["kind"] == "matmul" and summary["top"][0]["events"] == 8
+    assert summary["traced_ms"] >= sum(op["ms"] for op in summary["top"]) - 1e-3
