@@ -94,9 +94,13 @@ stage() {
     tail -5 "$out/$name.log"
   fi
   if [ -n "${PACK:-}" ]; then  # the traces apart, so that their size cannot hold back the rest
-    tar czf "$PACK" --exclude='*.xplane.pb' --exclude='*.trace.json.gz' -C "$out" .
+    local traces="${PACK%.tar.gz}_traces.tar.gz"
+    tar czf "$PACK" --exclude='*.xplane.pb' --exclude='*.trace.json.gz' \
+      --exclude="${PACK##*/}" --exclude="${traces##*/}" -C "$out" . \
+      || echo "gpu.sh: packing $PACK failed" >&2
     if [ -d "$out/trace" ]; then
-      tar czf "${PACK%.tar.gz}_traces.tar.gz" --exclude='*.trace.json.gz' -C "$out" trace
+      tar czf "$traces" --exclude='*.trace.json.gz' -C "$out" trace \
+        || echo "gpu.sh: packing $traces failed" >&2
     fi
   fi
 }
@@ -137,18 +141,31 @@ driver_turns() {
 
 ALL_STAGES="peers rejax brax profile throughput memory"
 
-# wanted NAME: whether STAGES (default: all) names the stage.
-wanted() {
-  [[ " ${STAGES:-$ALL_STAGES} " == *" $1 "* ]]
-}
-
-run() {
-  for name in ${STAGES:-}; do
+# pick_stages: the stages STAGES names (default: all) into `stages`, each checked, before
+# anything runs.
+pick_stages() {
+  set -f  # names, not file patterns
+  stages=(${STAGES-$ALL_STAGES})
+  set +f
+  if [ ${#stages[@]} -eq 0 ]; then
+    echo "gpu.sh: STAGES names no stage; the stages are: $ALL_STAGES" >&2
+    exit 2
+  fi
+  for name in "${stages[@]}"; do
     if [[ " $ALL_STAGES " != *" $name "* ]]; then
       echo "gpu.sh: STAGES names '$name'; the stages are: $ALL_STAGES" >&2
       exit 2
     fi
   done
+}
+
+# wanted NAME: whether the stage is one of those picked.
+wanted() {
+  [[ " ${stages[*]} " == *" $1 "* ]]
+}
+
+run() {
+  pick_stages
   out=${OUT:-benchmarks/results/gpu}
   mkdir -p "$out"
   python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site \
@@ -182,6 +199,10 @@ run() {
   fi
   python3 -c "import jax, flax, gymnax; print('jax', jax.__version__, jax.devices(), 'flax',
               flax.__version__)" | tee "$out/versions.txt"
+  { PYTHONPATH="/tmp/peer-site:/tmp/site" python3 -c "from importlib.metadata import version
+print('peers:', *(f'{name} {version(name)}' for name in
+                  ('jax', 'flax', 'optax', 'chex', 'gymnax', 'distrax', 'rejax')))" \
+    || echo "peers: their versions could not be read"; } | tee -a "$out/versions.txt"
   export -f peer_turns driver_turns profile
   export out
   if wanted peers; then
@@ -192,7 +213,7 @@ run() {
       rejax "${rejax_programs[@]}"
   fi
   if wanted brax; then
-    stage brax 300 bash -c 'driver_turns brax brax-lean "$PYTHONPATH" 1 "$@"' \
+    stage brax 240 bash -c 'driver_turns brax brax-lean "$PYTHONPATH" 1 "$@"' \
       brax "${brax_programs[@]}"
   fi
   if wanted profile; then

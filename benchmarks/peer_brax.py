@@ -8,7 +8,8 @@ run per process, so that its start-up and peak memory are its own.
     BRAX_PYTHON benchmarks/peer_brax.py purerl-eval '{"setting": "inverted_pendulum"}' OUT
 
 All four sides run under the Python of one venv that holds `purerl[brax]` (brax 0.14.2 from
-PyPI, jax 0.10.2 as purerl's): purerl's sides need brax for its `env.name=brax/...` adapter.
+PyPI, jax 0.10.2 as purerl's; `gpu.sh` runs them on a GPU image's jax 0.11.2 with brax's wheels):
+purerl's sides need brax for its `env.name=brax/...` adapter.
 `peers.py` puts the repository first on PYTHONPATH for purerl's sides, so that they run the
 purerl of the checkout it is run from whatever the venv installed. This file imports nothing of
 purerl or brax at its top. A program is `{"setting"}` (and `"total_timesteps"` to cut the
@@ -287,7 +288,7 @@ def brax_run(spec: dict, lean: bool, launched: float) -> dict:
     """Brax's `ppo.train` at a program's setting, as shipped or lean, timed.
 
     Args:
-        spec: the program, `{"setting"}` (and `"total_timesteps"`).
+        spec: the program, `{"setting"}` (and what `settings_of` reads).
         lean: the brax-lean side (no evaluations; its training metrics instead).
         launched: when this process was launched, seconds since the epoch.
 
@@ -377,7 +378,7 @@ def purerl_config(spec: dict, env_steps: int):
     """purerl's settings matching a Brax program's.
 
     Args:
-        spec: the program, `{"setting"}` (and `"total_timesteps"`).
+        spec: the program, `{"setting"}` (and what `settings_of` reads).
         env_steps: the budget (the brax-lean side's, as Brax rounds it).
 
     Returns:
@@ -410,7 +411,7 @@ def purerl_run(spec: dict, launched: float) -> dict:
     compiled and run.
 
     Args:
-        spec: the program, `{"setting"}` (and `"total_timesteps"`).
+        spec: the program, `{"setting"}` (and what `settings_of` reads).
         launched: when this process was launched, seconds since the epoch.
 
     Returns:
@@ -438,7 +439,7 @@ def purerl_eval_run(spec: dict, launched: float) -> dict:
     shipped Brax side's stretches of training, at that side's budget.
 
     Args:
-        spec: the program, `{"setting"}` (and `"total_timesteps"`).
+        spec: the program, `{"setting"}` (and what `settings_of` reads).
         launched: when this process was launched, seconds since the epoch.
 
     Returns:
@@ -494,7 +495,7 @@ def measure(spec: dict, side: str, launched: float) -> dict:
     """One run of a side.
 
     Args:
-        spec: the program, `{"setting"}` (and `"total_timesteps"`).
+        spec: the program, `{"setting"}` (and what `settings_of` reads).
         side: one of SIDES.
         launched: when this process was launched, seconds since the epoch.
 
