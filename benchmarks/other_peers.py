@@ -31,7 +31,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import NamedTuple
 
-from peer_curves import LAUNCHED_AT
+from peer_curves import LAUNCHED_AT, WARM_CACHE
 from peers import (
     BENCHMARKS,
     HUNG_AFTER_S,
@@ -66,6 +66,9 @@ class Peer(NamedTuple):
     hung_after_s: float = HUNG_AFTER_S
     purerl_sides: tuple = ("purerl",)
     compared_with: dict = {}
+    # purerl's sides whose driver reads JAX's compile cache (WARM_CACHE), filled before the
+    # turns by one untimed run of each program
+    warm_sides: tuple = ()
 
     def purerl_sides_of(self, side: str) -> tuple:
         """The purerl sides that peer side `side` is compared with."""
@@ -91,7 +94,11 @@ PEERS = {
         {"cartpole": seeds("cartpole", 1, 8), "breakout": seeds("breakout", 1, 8)},
         ["rejax", "jax", "jaxlib", "flax", "optax", "gymnax", "distrax", "numpy"],
         "python3.11 -m venv ../rejax-venv && ../rejax-venv/bin/pip install rejax==0.1.3 "
-        "gymnax==0.0.9, then --peer-python ../rejax-venv/bin/python"),
+        "gymnax==0.0.9, then --peer-python ../rejax-venv/bin/python",
+        # purerl as its command line runs it a second time (its compile cache warm), too
+        purerl_sides=("purerl", "purerl-warm"),
+        compared_with={side: ("purerl", "purerl-warm") for side in ("rejax", "rejax-lean")},
+        warm_sides=("purerl-warm",)),
     "stoix": Peer(
         "peer_stoix.py", ("stoix", "stoix-lean"),
         {row: [{"setting": row}] for row in ("cartpole", "cartpole-64tanh", "cartpole-purejaxrl")},
@@ -134,20 +141,25 @@ def not_given(name: str) -> str:
     return f"peers.py: --peer {name} needs --peer-python PATH; to get it: {PEERS[name].get_it}"
 
 
-def side_env(peer: Peer, side: str, num_seeds: int = 1) -> dict:
+def side_env(peer: Peer, side: str, num_seeds: int = 1,
+             compile_cache: Path | None = None) -> dict:
     """The environment of a process that runs `side` against `peer`.
 
     Args:
         peer: the peer.
         side: one of `peer.purerl_sides` or `peer.sides`.
         num_seeds: the seeds the process trains.
+        compile_cache: the folder of JAX's compile cache for `peer.warm_sides`.
 
     Returns:
         This process's environment (`subprocess_env`), with this repository first on
-        PYTHONPATH for purerl's sides under the peer's Python, and for purerl's sides of
-        several seeds the CPU devices its command line makes for them.
+        PYTHONPATH for purerl's sides under the peer's Python, for purerl's sides of
+        several seeds the CPU devices its command line makes for them, and for a warm side
+        its compile cache's folder (WARM_CACHE).
     """
     env = subprocess_env()
+    if side in peer.warm_sides:
+        env[WARM_CACHE] = str(compile_cache)
     if side in peer.purerl_sides and peer.purerl_in_peer_python:  # this repository's purerl
         env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(REPO), env.get("PYTHONPATH"))))
     if side in peer.purerl_sides and num_seeds > 1:  # as the command line runs seeds on a CPU
@@ -155,7 +167,8 @@ def side_env(peer: Peer, side: str, num_seeds: int = 1) -> dict:
     return env
 
 
-def run_side(peer: Peer, side: str, python: str, program: dict, work: Path) -> dict:
+def run_side(peer: Peer, side: str, python: str, program: dict, work: Path,
+             compile_cache: Path | None = None) -> dict:
     """One process of the driver for `side`; its result, with the process's wall time.
 
     Args:
@@ -164,12 +177,13 @@ def run_side(peer: Peer, side: str, python: str, program: dict, work: Path) -> d
         python: the Python that runs it.
         program: the program, as the driver takes it.
         work: a folder for its output and log.
+        compile_cache: the folder of JAX's compile cache for `peer.warm_sides`.
 
     Returns:
         The driver's JSON, with `process_wall_s` as this process timed it.
     """
     out = work / f"{side}.json"
-    env = side_env(peer, side, program.get("num_seeds", 1))
+    env = side_env(peer, side, program.get("num_seeds", 1), compile_cache)
     env[LAUNCHED_AT] = repr(time.time())
     wall_s = timed_run([python, BENCHMARKS / peer.driver, side, json.dumps(program), out],
                        REPO, work / f"{side}.log", env, peer.hung_after_s)
@@ -195,7 +209,8 @@ def side_python(peer: Peer, side: str, peer_python: str) -> str:
     return purerl_python(peer, peer_python) if side in peer.purerl_sides else peer_python
 
 
-def run_turn(peer: Peer, programs: list, peer_python: str, work: Path) -> list:
+def run_turn(peer: Peer, programs: list, peer_python: str, work: Path,
+             compile_cache: Path | None = None, sides: tuple | None = None) -> list:
     """One turn of a row: each program, purerl's sides then the peer's.
 
     Args:
@@ -203,19 +218,21 @@ def run_turn(peer: Peer, programs: list, peer_python: str, work: Path) -> list:
         programs: the row's programs.
         peer_python: the peer's venv's Python.
         work: a folder for the turn's outputs and logs.
+        compile_cache: the folder of JAX's compile cache for `peer.warm_sides`.
+        sides: the sides to run (default: all, purerl's first).
 
     Returns:
         A list over `programs` of `{side: result}`.
     """
     turn = []
     for index, program in enumerate(programs):
-        sides = {}
-        for side in (*peer.purerl_sides, *peer.sides):
+        results = {}
+        for side in sides or (*peer.purerl_sides, *peer.sides):
             side_dir = work / f"{index}_{side}"
             side_dir.mkdir()
-            sides[side] = run_side(peer, side, side_python(peer, side, peer_python), program,
-                                   side_dir)
-        turn.append(sides)
+            results[side] = run_side(peer, side, side_python(peer, side, peer_python),
+                                     program, side_dir, compile_cache)
+        turn.append(results)
     return turn
 
 
@@ -339,12 +356,19 @@ def run(name: str, peer_python: str, rows: list, repeats: int, out: Path,
         "programs": programs, "rows": {}, "tables": {},
     }
     with tempfile.TemporaryDirectory(prefix=f"purerl_peers_{name}_") as work:
+        compile_cache = Path(work) / "compile_cache"
         for row in rows:
+            if peer.warm_sides:  # fills the compile cache; not timed
+                warm_up = Path(work) / f"{row}_warm_up"
+                warm_up.mkdir()
+                run_turn(peer, programs[row], peer_python, warm_up, compile_cache,
+                         peer.warm_sides)
             turns = result["rows"][row] = []
             for turn in range(repeats):
                 turn_dir = Path(work) / f"{row}_{turn}"
                 turn_dir.mkdir()
-                turns.append(run_turn(peer, programs[row], peer_python, turn_dir))
+                turns.append(run_turn(peer, programs[row], peer_python, turn_dir,
+                                      compile_cache))
                 print(f"{row} {turn + 1}/{repeats} done", flush=True)
             result["tables"][row] = comparisons(turns, programs[row], peer)
     result["machine"]["load_average_at_end"] = os.getloadavg()

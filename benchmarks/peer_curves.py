@@ -28,6 +28,9 @@ THRESHOLDS = {"CartPole-v1": 475.0, "Breakout-MinAtar": 10.0, "brax/inverted_pen
 # The environment variable in which `peers.py` hands a driver the wall time (seconds since the
 # epoch) at which it launched the driver's process.
 LAUNCHED_AT = "PEERS_LAUNCHED_AT"
+# The environment variable naming the folder of JAX's compile cache to a warm purerl side
+# (one that runs its program a second time, the cache holding it).
+WARM_CACHE = "PEER_COMPILE_CACHE"
 
 # The durations `jax.monitoring` reports for each program JAX compiles (jax._src.dispatch's
 # event names): tracing and lowering to MLIR, then XLA's compile. Drivers whose peer compiles

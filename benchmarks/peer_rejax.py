@@ -36,6 +36,10 @@ are `jax.vmap(algo.train)` over split keys, as rejax's README does. The sides:
 - purerl: `purerl.make_train` at the same env, budget, envs, steps, epochs, minibatches, lr
   (not annealed), gamma, lambda, clips, coefficients, network sizes and activation; its curve
   is each update's mean return of the episodes that ended in it.
+- purerl-warm: the same program run again, as a user's second run of purerl's command line
+  finds it: JAX's persistent compilation cache (on by default in purerl's command line, none
+  in rejax) at `$PEER_COMPILE_CACHE` already holds it (`peers.py` runs this side once before
+  the turns to fill it), so its compile is tracing, lowering and loading the cached program.
 
 What stays different, and the work it changes: rejax draws its Dense kernels lecun-normal,
 purerl orthogonal (gain sqrt 2, 0.01 for the policy's output, 1 for the value's); rejax keeps an
@@ -46,11 +50,11 @@ truncated step from its true next observation; rejax uses JAX's default threefry
 `unsafe_rbg`. The work per env step is otherwise the same: one policy and one value pass per
 rollout step, the same minibatch passes, forward and backward.
 
-Each run: JAX's persistent cache off, JAX started before timing; then lowering + compile (timed
-as compile) and one call of the compiled program (timed as training). JSON to OUT: the
-timings, the curve (env steps of one seed, return: a mean over the seeds), its final return (the
-mean of the curve's last 5%), time to the return of `peer_curves.THRESHOLDS` from the
-process's start, and the process's peak resident memory.
+Each run: JAX's persistent cache off (but on purerl-warm's), JAX started before timing; then
+lowering + compile (timed as compile) and one call of the compiled program (timed as training).
+JSON to OUT: the timings, the curve (env steps of one seed, return: a mean over the seeds), its
+final return (the mean of the curve's last 5%), time to the return of `peer_curves.THRESHOLDS`
+from the process's start, and the process's peak resident memory.
 """
 
 from __future__ import annotations
@@ -83,10 +87,11 @@ REJAX_SETTINGS = {
         "clip_eps": 0.2, "ent_coef": 0.01, "vf_coef": 0.5,
     },
 }
-SIDES = ("purerl", "rejax", "rejax-lean")
+SIDES = ("purerl", "purerl-warm", "rejax", "rejax-lean")
 # What each side's curve is.
 CURVES = {
     "purerl": "each update's mean return of the episodes that ended in it",
+    "purerl-warm": "as purerl's, a second run: the compile cache holds the program",
     "rejax": "rejax's evaluation: the mean return of 128 episodes, every eval_freq steps",
     "rejax-lean": "after each iteration, the mean over envs of each one's last finished episode",
 }
@@ -290,9 +295,11 @@ def measure(spec: dict, side: str, launched: float) -> dict:
     Returns:
         The result, JSON-ready.
     """
-    start_jax()
+    import os
+
+    start_jax(os.environ[curves.WARM_CACHE] if side == "purerl-warm" else None)
     startup_s = curves.seconds_since(launched)
-    train, key, env_steps, curve = (purerl_program(spec) if side == "purerl"
+    train, key, env_steps, curve = (purerl_program(spec) if side.startswith("purerl")
                                     else rejax_program(spec, lean=side == "rejax-lean"))
     timings, output = compile_and_run(train, key)
     before_train_s = round(curves.seconds_since(launched) - timings["train_s"], 3)
