@@ -359,7 +359,8 @@ HEADINGS = {"purejaxrl": "PureJaxRL", "purerl": "purerl", "mlp": "purerl MLP",
             "gru": "purerl GRU", "rejax": "rejax", "rejax-lean": "rejax lean",
             "stoix": "Stoix", "stoix-lean": "Stoix lean",
             "sb3-zoo": "SB3 (RL Zoo)", "sb3": "SB3", "sbx": "sbx", "brax": "Brax",
-            "brax-lean": "Brax lean", "purerl-eval": "purerl with evaluations"}
+            "brax-lean": "Brax lean", "purerl-eval": "purerl with evaluations",
+            "purerl-warm": "purerl, compile cache warm"}
 
 
 def markdown(lines: list[dict], sides: tuple = PEER_SIDES) -> str:

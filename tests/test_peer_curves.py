@@ -378,6 +378,14 @@ def test_purerl_warm_runs_first_to_fill_the_compile_cache_then_takes_its_turns(m
     assert rejax.purerl_sides_of("rejax-lean") == ("purerl", "purerl-warm")
 
 
+def test_every_side_of_every_peer_has_a_heading():
+    import other_peers
+    import peers
+
+    for peer in other_peers.PEERS.values():
+        assert set(peer.sides) | set(peer.purerl_sides) <= set(peers.HEADINGS)
+
+
 def test_trace_ops_tells_an_op_by_what_it_holds():
     import trace_ops
 
