@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# purerl's benchmarks on a lent GPU machine, prepared here and run there in one call.
+# purerl's benchmarks on a lent GPU machine, prepared here and run there (STAGES picks the
+# stages of each device call).
 #
 #   bash benchmarks/gpu.sh fetch [CHECKOUT]  # here, with PyPI: wheels the GPU image lacks -> .whl/
 #                                            # and .peer-whl/; PureJaxRL's purejaxrl/ from CHECKOUT
