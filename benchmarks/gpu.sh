@@ -81,11 +81,12 @@ fetch() {
   du -sh .whl .peer-whl .peer
 }
 
-# stage NAME SECONDS COMMAND...: one stage under its time limit, logged to $out/NAME.log; a stage
-# that fails or runs out of time is reported and the next one runs.
+# stage NAME SECONDS COMMAND...: one stage, when STAGES picks it, under its time limit, logged to
+# $out/NAME.log; a stage that fails or runs out of time is reported and the next one runs.
 stage() {
   local name=$1 limit=$2
   shift 2
+  wanted "$name" || return 0
   echo "== $name (limit ${limit}s): $*"
   local start=$SECONDS
   if timeout "$limit" "$@" > "$out/$name.log" 2>&1; then
@@ -206,28 +207,16 @@ print('peers:', *(f'{name} {version(name)}' for name in
     || echo "peers: their versions could not be read"; } | tee -a "$out/versions.txt"
   export -f peer_turns driver_turns profile
   export out
-  if wanted peers; then
-    stage peers 300 bash -c 'peer_turns "$0" "$1"' "$programs" "$turns"
-  fi
-  if wanted rejax; then
-    stage rejax 180 bash -c 'driver_turns rejax rejax-lean /tmp/peer-site:/tmp/site 1 "$@"' \
-      rejax "${rejax_programs[@]}"
-  fi
-  if wanted brax; then
-    stage brax 240 bash -c 'driver_turns brax brax-lean "$PYTHONPATH" 1 "$@"' \
-      brax "${brax_programs[@]}"
-  fi
-  if wanted profile; then
-    stage profile 120 bash -c 'profile "$0"' "$profiled"
-  fi
-  if wanted throughput; then
-    stage throughput 120 python3 benchmarks/throughput.py --num-envs "${envs[@]}" \
-      --timesteps "$timesteps" --repeats 2 --out "$out/throughput.json"
-  fi
-  if wanted memory; then
-    stage memory 60 python3 benchmarks/memory.py --num-envs "${memory_envs[@]}" \
-      --out "$out/memory.json"
-  fi
+  stage peers 300 bash -c 'peer_turns "$0" "$1"' "$programs" "$turns"
+  stage rejax 180 bash -c 'driver_turns rejax rejax-lean /tmp/peer-site:/tmp/site 1 "$@"' \
+    rejax "${rejax_programs[@]}"
+  stage brax 240 bash -c 'driver_turns brax brax-lean "$PYTHONPATH" 1 "$@"' \
+    brax "${brax_programs[@]}"
+  stage profile 120 bash -c 'profile "$0"' "$profiled"
+  stage throughput 120 python3 benchmarks/throughput.py --num-envs "${envs[@]}" \
+    --timesteps "$timesteps" --repeats 2 --out "$out/throughput.json"
+  stage memory 60 python3 benchmarks/memory.py --num-envs "${memory_envs[@]}" \
+    --out "$out/memory.json"
 }
 
 case "${1:-}" in

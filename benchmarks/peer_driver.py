@@ -227,16 +227,16 @@ def measure(train, key, env_steps: int, episode_sums, trace: Path | None = None)
 
 
 def start_jax(compile_cache: str | None = None) -> None:
-    """Turns JAX's persistent compilation cache off, so that every compile is cold (or points
-    it at `compile_cache`, caching every program, as purerl's command line does by default),
-    and pays JAX's one-time start-up (backend, jit machinery) here rather than in the first
+    """Turns JAX's persistent compilation cache off, so that every compile is cold (or, on a
+    purerl side, points it at `compile_cache` as purerl's command line sets its cache up), and
+    pays JAX's one-time start-up (backend, jit machinery) here rather than in the first
     compile."""
     if compile_cache is None:
         jax.config.update("jax_enable_compilation_cache", False)
     else:
-        jax.config.update("jax_compilation_cache_dir", compile_cache)
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-        jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+        from purerl.runtime import use_compile_cache
+
+        use_compile_cache(compile_cache)
     jax.block_until_ready(jax.jit(lambda x: x + 1)(jnp.zeros(())))
 
 

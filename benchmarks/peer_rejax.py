@@ -64,6 +64,7 @@ import time
 STARTED = time.time()  # before the imports, which a user waits for too
 
 import json  # noqa: E402
+import os  # noqa: E402
 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
@@ -295,8 +296,6 @@ def measure(spec: dict, side: str, launched: float) -> dict:
     Returns:
         The result, JSON-ready.
     """
-    import os
-
     start_jax(os.environ[curves.WARM_CACHE] if side == "purerl-warm" else None)
     startup_s = curves.seconds_since(launched)
     train, key, env_steps, curve = (purerl_program(spec) if side.startswith("purerl")

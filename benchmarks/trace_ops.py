@@ -93,8 +93,11 @@ def opcodes_within(name: str, instructions: dict, computations: dict) -> set:
 
 
 def kind_of(name: str, instructions: dict, computations: dict) -> str:
-    """What an op is (KINDS' names, "enclosing", "elementwise", or "not in the HLO")."""
+    """What an op is (KINDS' names, "enclosing", "elementwise", or "not in the HLO"), from the
+    name of its events (XLA:CPU's thunk executor's enclose the ops it runs)."""
     op = name.lstrip("%").split(" ")[0]
+    if op.startswith("ThunkExecutor"):
+        return "enclosing"
     if op not in instructions:
         return "not in the HLO"
     if instructions[op][0] in ENCLOSING:
@@ -167,8 +170,7 @@ def summarize(folder: Path, top: int) -> dict:
     kinds = collections.Counter()
     ranked = []
     for name, nanoseconds in durations.most_common():
-        kind = ("enclosing" if name.startswith("ThunkExecutor")
-                else kind_of(name, instructions, computations))
+        kind = kind_of(name, instructions, computations)
         if kind == "enclosing" and nested:
             continue
         kind = "control flow" if kind == "enclosing" else kind
