@@ -39,10 +39,12 @@ Rows (--rows; all by default), each measured --repeats times with the two sides 
   callback). Also purerl's `compile_s` from summary.json (what the run waited for: its init
   and update-chunk programs; the eval program compiles while it trains) and, in processes of
   their own, each side's imports.
-- 4envs, 1024envs, 8seeds: `peer_driver.py` in a subprocess per side and turn (run by
-  purerl's Python and by --peer-python) times the compile of the whole-run program
+- 4envs, 1024envs, 16384envs, 8seeds: `peer_driver.py` in a subprocess per side and turn
+  (run by purerl's Python and by --peer-python) times the compile of the whole-run program
   `jax.jit(make_train(...)).lower(key).compile()` apart from one run of it: 4 envs x 5e5 steps;
-  1024 envs x 5e6 steps; 4 envs x 1e5 steps, 1 seed and then 8 vmapped seeds in one process.
+  1024 envs x 5e6 steps; 16,384 envs x 3 updates (6.3e6 steps; each update shuffles 2^21
+  samples, beyond the CPU plan's packed sort); 4 envs x 1e5 steps, 1 seed and then 8 vmapped
+  seeds in one process.
 - 8seeds-devices: the 8seeds row's 8-seed program, purerl's side on the forced CPU devices
   (`XLA_FLAGS=--xla_force_host_platform_device_count=N`) that the command line makes for 8 seeds
   by default (`cpu_devices=0`: the most cores that divide 8), PureJaxRL's side as in 8seeds.
@@ -98,6 +100,7 @@ def program(num_envs: int, total_timesteps: int, num_seeds: int = 1,
 DRIVER_ROWS = {
     "4envs": [program(4, 500_000)],
     "1024envs": [program(1024, 5_000_000)],
+    "16384envs": [program(16384, 6_291_456)],
     "8seeds": [program(4, 100_000), program(4, 100_000, num_seeds=8)],
     "8seeds-devices": [program(4, 100_000, num_seeds=8)],
     "gru": [program(4, 500_000, network="gru")],
@@ -285,6 +288,7 @@ def comparisons(rows: dict) -> list[dict]:
         ]
     for row, label in (("4envs", "4 envs, 1 seed, 5e5 steps"),
                        ("1024envs", "1024 envs, 5e6 steps"),
+                       ("16384envs", "16,384 envs, 3 updates (6.3e6 steps)"),
                        ("gru", "GRU (ppo_rnn.py; purerl network=gru), 4 envs, 5e5 steps")):
         if row not in rows:
             continue

@@ -159,7 +159,7 @@ def make_learner(agent: Agent, *, batch_size: int, num_epochs: int, num_minibatc
     num_steps = num_epochs * num_minibatches
     plan = agent.plan
     shuffle_shape = permutation_bits_shape(num_epochs, batch_size, prng_impl,
-                                           plan.packed_sort_bits)
+                                           plan.packed_sort_bits, plan.index_shuffle)
     policy, network = agent.policy, agent.network
     if optimizer is None:
         def make_opt(hp: HyperParams) -> optax.GradientTransformation:
@@ -210,8 +210,9 @@ def make_learner(agent: Agent, *, batch_size: int, num_epochs: int, num_minibatc
         grad_fn = jax.value_and_grad(
             lambda carried, minibatch, hp: minibatch_loss(as_tree(carried), minibatch, hp),
             has_aux=True)
-        indices = permutations_from_bits(shuffle_bits, batch_size, prng_impl,
-                                         plan.packed_sort_bits).reshape(num_steps, minibatch_size)
+        indices = permutations_from_bits(
+            shuffle_bits, batch_size, prng_impl, plan.packed_sort_bits,
+            plan.index_shuffle).reshape(num_steps, minibatch_size)
         batch_bytes = sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(batch))
         gather_ahead = batch_bytes * num_epochs <= plan.gather_ahead_bytes
 

@@ -31,11 +31,15 @@ class ExecutionPlan(NamedTuple):
     # `prng.permutations_from_bits`: one sort of packed uint32 for permutations of up to
     # 2^this many indices; 0: `jax.random.permutation` of a key per row
     packed_sort_bits: int = 0
+    # `prng.permutations_from_bits`: larger permutations as a keyed bijection of the indices
+    # (`prng.feistel_permutation`, no sort); False: `jax.random.permutation` of a key per row
+    index_shuffle: bool = False
 
 
 PLAIN = ExecutionPlan()
 CPU = ExecutionPlan(one_draw_init=True, conv_patch_matmul=True, resets_ahead=1 << 16,
-                    gather_ahead_bytes=1 << 27, flat_optimizer=True, packed_sort_bits=20)
+                    gather_ahead_bytes=1 << 27, flat_optimizer=True, packed_sort_bits=20,
+                    index_shuffle=True)
 
 
 def execution_plan(platform: Optional[str] = None) -> ExecutionPlan:

@@ -83,34 +83,90 @@ def _packs_sort(size: int, packed_bits: int) -> bool:
     return _index_bits(size) <= packed_bits
 
 
-def permutation_bits_shape(num: int, size: int, impl: str,
-                           packed_bits: int = 0) -> Tuple[int, ...]:
+# `feistel_permutation`'s rounds, each with one uint32 key: each half of an index's bits is
+# changed three times.
+SHUFFLE_ROUNDS = 6
+
+
+def permutation_bits_shape(num: int, size: int, impl: str, packed_bits: int = 0,
+                           index_shuffle: bool = False) -> Tuple[int, ...]:
     """The shape of the uint32 bits that `permutations_from_bits` makes `[num, size]` from."""
-    if not _packs_sort(size, packed_bits):
-        return (num, key_words(impl))  # a key per row
-    return (num, size)
+    if _packs_sort(size, packed_bits):
+        return (num, size)
+    if index_shuffle:
+        return (num, SHUFFLE_ROUNDS)  # round keys per row
+    return (num, key_words(impl))  # a key per row
 
 
-def permutations_from_bits(bits: jax.Array, size: int, impl: str,
-                           packed_bits: int = 0) -> jax.Array:
+def permutations_from_bits(bits: jax.Array, size: int, impl: str, packed_bits: int = 0,
+                           index_shuffle: bool = False) -> jax.Array:
     """`[num, size]` int32, each row a random permutation of `range(size)`, from uint32 `bits`
-    of `permutation_bits_shape(num, size, impl, packed_bits)`.
+    of `permutation_bits_shape(num, size, impl, packed_bits, index_shuffle)`.
 
-    `jax.random.permutation` of a key per row; or, for sizes up to 2^`packed_bits`
-    (`ExecutionPlan.packed_sort_bits`), one sort of a uint32 array (random high bits, the index
-    in the low bits, at least 12 random bits): XLA:CPU sorts a single primitive array with its
-    fast path, where `jax.random.permutation`'s key-value sort calls a comparator per
-    comparison (about 4x slower for 4 x 512; at 4 x 2^17 450 ms per update against 40-75 ms).
-    Indices with the same random bits stay in index order, where a key per row would order
-    them at random; a minibatch, a contiguous run of a permutation, is still a uniformly random
-    set but for the tied indices that straddle its ends (at 2^17 indices about 4 per end), and
-    the order within a minibatch changes no mean.
+    For sizes up to 2^`packed_bits` (`ExecutionPlan.packed_sort_bits`), one sort of a uint32
+    array (random high bits, the index in the low bits, at least 12 random bits): XLA:CPU sorts
+    a single primitive array with its fast path, where `jax.random.permutation`'s key-value
+    sort calls a comparator per comparison (about 4x slower for 4 x 512; at 4 x 2^17 450 ms
+    per update against 40-75 ms). Indices with the same random bits stay in index order,
+    where a key per row would order them at random; a minibatch, a contiguous run of a
+    permutation, is still a uniformly random set but for the tied indices that straddle its
+    ends (at 2^17 indices about 4 per end), and the order within a minibatch changes no mean.
+    Larger sizes take `feistel_permutation` of each row's round keys with `index_shuffle`
+    (`ExecutionPlan.index_shuffle`: no sort), else `jax.random.permutation` of a key per row.
     """
-    if not _packs_sort(size, packed_bits):
-        return jax.vmap(lambda k: jax.random.permutation(k, size))(keys_from_bits(bits, impl))
-    index_bits = _index_bits(size)
-    packed = (bits >> index_bits << index_bits) | jnp.arange(size, dtype=jnp.uint32)
-    return (jax.lax.sort(packed, dimension=1) & ((1 << index_bits) - 1)).astype(jnp.int32)
+    if _packs_sort(size, packed_bits):
+        index_bits = _index_bits(size)
+        packed = (bits >> index_bits << index_bits) | jnp.arange(size, dtype=jnp.uint32)
+        return (jax.lax.sort(packed, dimension=1) & ((1 << index_bits) - 1)).astype(jnp.int32)
+    if index_shuffle:
+        return jax.vmap(feistel_permutation, in_axes=(0, None))(bits, size)
+    return jax.vmap(lambda k: jax.random.permutation(k, size))(keys_from_bits(bits, impl))
+
+
+def _mix(x: jax.Array) -> jax.Array:
+    """A 32-bit integer hash of uint32 `x`, elementwise (xor-shifts and odd multipliers: C.
+    Wellons' "lowbias32", whose every input bit flips each output bit with probability
+    close to 1/2)."""
+    x = (x ^ (x >> 16)) * jnp.uint32(0x7FEB352D)
+    x = (x ^ (x >> 15)) * jnp.uint32(0x846CA68B)
+    return x ^ (x >> 16)
+
+
+def feistel_permutation(round_keys: jax.Array, size: int) -> jax.Array:
+    """`[size]` int32, a random permutation of `range(size)` that `round_keys [SHUFFLE_ROUNDS]`
+    (uint32) choose, made elementwise with no sort.
+
+    Each index's `k = ceil(log2 size)` bits go through a Feistel network: split into a high
+    and a low half, each round xors one half with a keyed hash (`_mix`) of the other, the
+    halves taking turns. Every round is a bijection of `[0, 2^k)`, so their composition is,
+    and with independent random round keys it is a pseudorandom permutation (Luby and
+    Rackoff's construction).
+    An index that lands at or beyond `size` goes through the network again until it lands
+    below (cycle walking, on average under 2 passes): the permutation of `[0, 2^k)` restricted
+    to `[0, size)`. Where a sort costs `O(size log size)` comparator calls (on XLA:CPU, 4.8 s
+    for 4 permutations of 2^21 with `jax.random.permutation`), this is a few dozen integer
+    ops per index (14 ms; 119 ms at 2^20 + 1, the most cycle walking).
+    """
+    bits = _index_bits(size)
+    low_bits = (bits + 1) // 2
+    low_mask = jnp.uint32((1 << low_bits) - 1)
+    high_mask = jnp.uint32((1 << (bits - low_bits)) - 1)
+
+    def network(index):
+        high, low = index >> low_bits, index & low_mask
+        for r in range(SHUFFLE_ROUNDS):
+            if r % 2 == 0:
+                high = high ^ (_mix(low ^ round_keys[r]) & high_mask)
+            else:
+                low = low ^ (_mix(high ^ round_keys[r]) & low_mask)
+        return (high << low_bits) | low
+
+    shuffled = network(jnp.arange(size, dtype=jnp.uint32))
+    if size < 1 << bits:  # cycle-walk the indices that land outside
+        shuffled = jax.lax.while_loop(
+            lambda x: jnp.any(x >= size),
+            lambda x: jnp.where(x >= size, network(x), x), shuffled)
+    return shuffled.astype(jnp.int32)
 
 
 def draw_bits_per_device(key: jax.Array, shared: Sequence[Tuple[int, ...]],

@@ -87,6 +87,28 @@ def test_gathering_per_step_equals_gathering_ahead(setup):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-7)
 
 
+def test_the_index_shuffle_permutes_the_whole_batch(setup):
+    """Batches beyond the packed sort (here: all, at a limit of 0) shuffle by the Feistel
+    network from round keys per epoch: with one minibatch per epoch every step sees the whole
+    batch in another order, so the update is the packed path's (up to the order of sums);
+    with four, other minibatches train other parameters."""
+    from purerl.prng import SHUFFLE_ROUNDS
+
+    config, agent, params, batch = setup
+    feistel_agent = agent._replace(plan=agent.plan._replace(packed_sort_bits=0))
+    assert feistel_agent.plan.index_shuffle  # the CPU's plan
+    learner = make_learner(feistel_agent, batch_size=BATCH, num_epochs=2, num_minibatches=4,
+                           clip_value=True, early_stop=False, prng_impl=config.prng_impl)
+    assert learner.shuffle_shape == (2, SHUFFLE_ROUNDS)
+    for minibatches, same in ((1, True), (4, False)):
+        packed, feistel = (_learn(config, a, params, batch, epochs=2, minibatches=minibatches)
+                           for a in (agent, feistel_agent))
+        assert int(feistel.opt_steps) == 2 * minibatches
+        close = [np.allclose(a, b, rtol=1e-4, atol=1e-6) for a, b in
+                 zip(jax.tree.leaves(packed.params), jax.tree.leaves(feistel.params))]
+        assert all(close) if same else not all(close)
+
+
 @pytest.mark.parametrize("target_kl", [None, 0.02])
 def test_the_flat_carry_steps_as_the_optimizer_on_the_tree(setup, target_kl):
     """The CPU plan's default optimizer carries the params raveled into one vector through the

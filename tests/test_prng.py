@@ -7,8 +7,10 @@ import pytest
 
 from purerl.plan import CPU
 from purerl.prng import (
+    SHUFFLE_ROUNDS,
     convert_key,
     draw_bits,
+    feistel_permutation,
     gumbel_from_bits,
     key_words,
     keys_from_bits,
@@ -81,31 +83,79 @@ def test_numbers_from_bits_are_jax_randoms_numbers(impl):
         np.testing.assert_array_equal(a, b)
 
 
-def _permutations(key, num, size, packed_bits=CPU.packed_sort_bits):
+def _permutations(key, num, size, packed_bits=CPU.packed_sort_bits,
+                  index_shuffle=CPU.index_shuffle):
     """As the trainer shuffles: bits of `permutation_bits_shape` from one draw."""
-    (bits,) = draw_bits(key, permutation_bits_shape(num, size, "unsafe_rbg", packed_bits))
-    return np.asarray(permutations_from_bits(bits, size, "unsafe_rbg", packed_bits))
+    shape = permutation_bits_shape(num, size, "unsafe_rbg", packed_bits, index_shuffle)
+    (bits,) = draw_bits(key, shape)
+    return np.asarray(permutations_from_bits(bits, size, "unsafe_rbg", packed_bits,
+                                             index_shuffle))
 
 
-@pytest.mark.parametrize("size, packed", [(6, True), (512, True), (9000, True), (9000, False)])
-def test_permutations_from_bits(size, packed):
+@pytest.mark.parametrize("size, path", [(6, "packed"), (512, "packed"), (9000, "packed"),
+                                        (9000, "key"), (9000, "feistel")])
+def test_permutations_from_bits(size, path):
     """Sizes up to 2^packed_bits sort packed bits `[num, size]` (the CPU plan: 20); larger
-    ones (here: a limit of 13) take a key per row."""
-    packed_bits = 20 if packed else 13
-    shape = permutation_bits_shape(3, size, "unsafe_rbg", packed_bits)
-    assert shape == ((3, size) if packed else (3, 4))
-    perms = _permutations(jax.random.key(0, impl="unsafe_rbg"), 3, size, packed_bits)
+    ones (here: a limit of 13) take a key per row, or round keys with `index_shuffle`."""
+    packed_bits = 20 if path == "packed" else 13
+    index_shuffle = path == "feistel"
+    shape = permutation_bits_shape(3, size, "unsafe_rbg", packed_bits, index_shuffle)
+    assert shape == {"packed": (3, size), "key": (3, 4), "feistel": (3, SHUFFLE_ROUNDS)}[path]
+    perms = _permutations(jax.random.key(0, impl="unsafe_rbg"), 3, size, packed_bits,
+                          index_shuffle)
     assert perms.shape == (3, size) and perms.dtype == np.int32
     for row in perms:
         np.testing.assert_array_equal(np.sort(row), np.arange(size))
     assert len({tuple(row) for row in perms}) == 3
 
 
-def test_random_permutations_are_uniform():
-    """Every position of a 4-element permutation takes each value a quarter of the time."""
-    perms = _permutations(jax.random.key(1, impl="unsafe_rbg"), 4000, 4)
-    counts = np.stack([(perms == v).sum(0) for v in range(4)])  # [value, position]
-    assert np.all(np.abs(counts - 1000) < 5 * np.sqrt(4000 * 0.25 * 0.75)), counts
+@pytest.mark.parametrize("packed_bits", [CPU.packed_sort_bits, 0])
+def test_random_permutations_are_uniform(packed_bits):
+    """Every position of a 4-element permutation takes each value a quarter of the time, by
+    the packed sort and by the Feistel network (cycle-walked from 8 indices at 5)."""
+    for size in (4, 5):
+        perms = _permutations(jax.random.key(1, impl="unsafe_rbg"), 4000, size, packed_bits)
+        counts = np.stack([(perms == v).sum(0) for v in range(size)])  # [value, position]
+        p = 1 / size
+        assert np.all(np.abs(counts - 4000 * p) < 5 * np.sqrt(4000 * p * (1 - p))), counts
+
+
+def test_the_feistel_network_draws_every_permutation_alike():
+    """All 24 orderings of 4 indices, each about 1/24 of 24,000 draws."""
+    keys = jax.random.bits(jax.random.key(3), (24_000, SHUFFLE_ROUNDS), jnp.uint32)
+    perms = np.asarray(jax.vmap(feistel_permutation, in_axes=(0, None))(keys, 4))
+    _, counts = np.unique(perms, axis=0, return_counts=True)
+    assert len(counts) == 24
+    assert np.all(np.abs(counts - 1000) < 5 * np.sqrt(24_000 / 24 * 23 / 24)), counts
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 4096, 4097, 6143])
+def test_a_feistel_permutation_is_a_permutation_of_any_size(size):
+    """Powers of 2 map onto themselves; other sizes cycle-walk, from just past a power of 2
+    (half the indices land outside at first) to 3/4 of the next."""
+    keys = jax.random.bits(jax.random.key(size), (2, SHUFFLE_ROUNDS), jnp.uint32)
+    for row in np.asarray(jax.vmap(feistel_permutation, in_axes=(0, None))(keys, size)):
+        np.testing.assert_array_equal(np.sort(row), np.arange(size))
+
+
+def test_minibatches_of_a_feistel_permutation_are_random_sets():
+    """At 2^19 + 2^17 indices, the trainer's `[T, B]` samples flattened, each quarter of a
+    permutation (a minibatch) holds about a quarter of every block of steps (high bits) and of
+    envs (low bits), and two neighbouring indices (the next env, the next step) share a
+    minibatch a quarter of the time, as they would in a uniformly random permutation."""
+    size, envs, blocks = 2**19 + 2**17, 1024, 16
+    perms = _permutations(jax.random.key(4, impl="unsafe_rbg"), 2, size, packed_bits=0)
+    for row in perms:
+        minibatch_of = np.empty(size, np.int64)
+        minibatch_of[row] = np.arange(size) // (size // 4)
+        for minibatch in row.reshape(4, -1):
+            for block_of in (minibatch // (size // blocks), minibatch % blocks):
+                counts = np.bincount(block_of, minlength=blocks)
+                std = np.sqrt(size / blocks * 0.25 * 0.75)  # about the hypergeometric's
+                assert np.all(np.abs(counts - size / blocks / 4) < 5 * std), counts
+        for step in (1, envs):
+            shared = np.mean(minibatch_of[:-step] == minibatch_of[step:])
+            assert abs(shared - 0.25) < 5 * np.sqrt(0.25 * 0.75 / size), (step, shared)
 
 
 def test_minibatches_of_a_large_packed_permutation_are_random_sets():
