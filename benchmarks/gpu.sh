@@ -32,8 +32,10 @@
 #     envs and on hopper at 4096 envs (peer_brax.py), taking turns;
 #  4. a profile: both sides' program of stage 1 at 65536 envs for 3 updates, each run once
 #     under jax.profiler (peer_driver.py --trace), its ops' time summed by trace_ops.py;
-#  5. throughput.py: purerl's training against its raw env loop at 4096 and 65536 envs;
-#  6. memory.py: XLA's accounting of a Breakout-MinAtar update at 4096 and 16384 envs.
+#  5. plans.py: purerl's 65536-env program with the plain plan and with the plain plan's
+#     shuffles by the Feistel network instead of sorts (`index_shuffle`);
+#  6. throughput.py: purerl's training against its raw env loop at 4096 and 65536 envs;
+#  7. memory.py: XLA's accounting of a Breakout-MinAtar update at 4096 and 16384 envs.
 # The stages' limits add up to more than one device call's 600 s: STAGES picks some.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -141,7 +143,7 @@ driver_turns() {
   done
 }
 
-ALL_STAGES="peers rejax brax profile throughput memory"
+ALL_STAGES="peers rejax brax profile plans throughput memory"
 
 # pick_stages: the stages STAGES names (default: all) into `stages`, each checked, before
 # anything runs.
@@ -183,7 +185,7 @@ run() {
       '{"setting": "inverted_pendulum", "num_envs": 64, "batch_size": 64, "total_timesteps": 20480}'
       '{"setting": "hopper", "num_envs": 32, "batch_size": 32, "total_timesteps": 10240}')
     local profiled='[{"num_envs": 256, "total_timesteps": 98304, "num_seeds": 1}]'
-    local envs=(64 256) timesteps=500_000 memory_envs=(64) turns=1
+    local envs=(64 256) timesteps=500_000 memory_envs=(64) turns=1 plans_envs=256
   else
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$out/gpu.csv"
     local programs='[{"num_envs": 4096, "total_timesteps": 50000000, "num_seeds": 1},
@@ -198,6 +200,7 @@ run() {
       '{"setting": "hopper", "num_envs": 4096, "batch_size": 2048, "total_timesteps": 20000000}')
     local profiled='[{"num_envs": 65536, "total_timesteps": 25165824, "num_seeds": 1}]'
     local envs=(4096 65536) timesteps=50_000_000 memory_envs=(4096 16384) turns=2
+    local plans_envs=65536
   fi
   python3 -c "import jax, flax, gymnax; print('jax', jax.__version__, jax.devices(), 'flax',
               flax.__version__)" | tee "$out/versions.txt"
@@ -213,6 +216,8 @@ print('peers:', *(f'{name} {version(name)}' for name in
   stage brax 240 bash -c 'driver_turns brax brax-lean "$PYTHONPATH" 1 "$@"' \
     brax "${brax_programs[@]}"
   stage profile 120 bash -c 'profile "$0"' "$profiled"
+  stage plans 90 python3 benchmarks/plans.py --num-envs "$plans_envs" --timesteps "$timesteps" \
+    --variants plain index_shuffle --out "$out/plans.json"
   stage throughput 120 python3 benchmarks/throughput.py --num-envs "${envs[@]}" \
     --timesteps "$timesteps" --repeats 2 --out "$out/throughput.json"
   stage memory 60 python3 benchmarks/memory.py --num-envs "${memory_envs[@]}" \

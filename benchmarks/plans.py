@@ -3,6 +3,7 @@ program timed with each path alone, all of them (the CPU plan) and none (the pla
 
     python benchmarks/plans.py --num-envs 65536 --timesteps 200_000_000
     python benchmarks/plans.py --num-envs 64 --timesteps 500_000 --out /tmp/plans.json
+    python benchmarks/plans.py --num-envs 65536 --variants plain index_shuffle   # two of them
 
 Each variant is compiled, then called `--repeats` times with the variants taking turns; the best
 call counts (`throughput.timed`). A path with a size threshold (`resets_ahead`,
@@ -41,6 +42,8 @@ def main() -> None:
     parser.add_argument("--num-envs", type=int, default=4096)
     parser.add_argument("--timesteps", type=int, default=50_000_000)
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--variants", nargs="+", choices=list(variants()),
+                        help="only these (default: all)")
     parser.add_argument("--out", type=Path, default=RESULTS / "plans.json")
     args = parser.parse_args()
 
@@ -50,6 +53,8 @@ def main() -> None:
     key, env_steps = jax.random.key(0), config.num_updates * config.batch_size
     compiled, rows = {}, []
     for name, plan in variants().items():
+        if args.variants and name not in args.variants:
+            continue
         start = time.perf_counter()
         compiled[name] = jax.jit(make_train(config, plan=plan)).lower(key).compile()
         rows.append({"variant": name, "compile_s": round(time.perf_counter() - start, 2)})
