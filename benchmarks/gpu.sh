@@ -30,10 +30,10 @@
 #     peer wheels' gymnax 0.0.9 and distrax, with purerl's pinned flax, optax and chex;
 #  3. Brax's PPO lean and purerl on Brax's inverted_pendulum setting scaled to 4096 and 65536
 #     envs and on hopper at 4096 envs (peer_brax.py), taking turns;
-#  4. a profile: both sides' program of stage 1 at 65536 envs for 3 updates, each run once
-#     under jax.profiler (peer_driver.py --trace), its ops' time summed by trace_ops.py;
-#  5. plans.py: purerl's 65536-env program with the plain plan and with the plain plan's
+#  4. plans.py: purerl's 65536-env program with the plain plan and with the plain plan's
 #     shuffles by the Feistel network instead of sorts (`index_shuffle`);
+#  5. a profile: both sides' program of stage 1 at 65536 envs for 3 updates, each run once
+#     under jax.profiler (peer_driver.py --trace), its ops' time summed by trace_ops.py;
 #  6. throughput.py: purerl's training against its raw env loop at 4096 and 65536 envs;
 #  7. memory.py: XLA's accounting of a Breakout-MinAtar update at 4096 and 16384 envs.
 # The stages' limits add up to more than one device call's 600 s: STAGES picks some.
@@ -143,7 +143,7 @@ driver_turns() {
   done
 }
 
-ALL_STAGES="peers rejax brax profile plans throughput memory"
+ALL_STAGES="peers rejax brax plans profile throughput memory"
 
 # pick_stages: the stages STAGES names (default: all) into `stages`, each checked, before
 # anything runs.
@@ -215,9 +215,9 @@ print('peers:', *(f'{name} {version(name)}' for name in
     rejax "${rejax_programs[@]}"
   stage brax 240 bash -c 'driver_turns brax brax-lean "$PYTHONPATH" 1 "$@"' \
     brax "${brax_programs[@]}"
-  stage profile 120 bash -c 'profile "$0"' "$profiled"
   stage plans 90 python3 benchmarks/plans.py --num-envs "$plans_envs" --timesteps "$timesteps" \
-    --variants plain index_shuffle --out "$out/plans.json"
+    --variants plain index_shuffle --out "$out/plans_shuffle.json"
+  stage profile 120 bash -c 'profile "$0"' "$profiled"
   stage throughput 120 python3 benchmarks/throughput.py --num-envs "${envs[@]}" \
     --timesteps "$timesteps" --repeats 2 --out "$out/throughput.json"
   stage memory 60 python3 benchmarks/memory.py --num-envs "${memory_envs[@]}" \

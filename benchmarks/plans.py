@@ -8,7 +8,8 @@ program timed with each path alone, all of them (the CPU plan) and none (the pla
 Each variant is compiled, then called `--repeats` times with the variants taking turns; the best
 call counts (`throughput.timed`). A path with a size threshold (`resets_ahead`,
 `gather_ahead_bytes`, `packed_sort_bits`) takes effect only where the program is within it, as
-in a run: above it, that variant runs the plain program. The program is purerl's CartPole
+in a run: above it, that variant runs the plain program. `index_shuffle` alone has no packed
+sort: its Feistel network shuffles at every size. The program is purerl's CartPole
 default (PureJaxRL's setting), as in `peer_driver.py`'s rows.
 """
 

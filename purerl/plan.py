@@ -29,10 +29,13 @@ class ExecutionPlan(NamedTuple):
     # (`learner.flat_update`)
     flat_optimizer: bool = False
     # `prng.permutations_from_bits`: one sort of packed uint32 for permutations of up to
-    # 2^this many indices; 0: `jax.random.permutation` of a key per row
+    # 2^this many indices; larger ones as `index_shuffle` says
     packed_sort_bits: int = 0
-    # `prng.permutations_from_bits`: larger permutations as a keyed bijection of the indices
-    # (`prng.feistel_permutation`, no sort); False: `jax.random.permutation` of a key per row
+    # `prng.permutations_from_bits`: permutations beyond `packed_sort_bits` as a keyed
+    # bijection of the indices (`prng.feistel_permutation`, no sort); False:
+    # `jax.random.permutation` of a key per row. The CPU plan keeps the packed sort up to
+    # 2^20, where the Feistel network is faster too, so that runs of those sizes draw the
+    # minibatches they drew before it
     index_shuffle: bool = False
 
 

@@ -119,7 +119,7 @@ def permutations_from_bits(bits: jax.Array, size: int, impl: str, packed_bits: i
         packed = (bits >> index_bits << index_bits) | jnp.arange(size, dtype=jnp.uint32)
         return (jax.lax.sort(packed, dimension=1) & ((1 << index_bits) - 1)).astype(jnp.int32)
     if index_shuffle:
-        return jax.vmap(feistel_permutation, in_axes=(0, None))(bits, size)
+        return jax.vmap(lambda keys: feistel_permutation(keys, size))(bits)
     return jax.vmap(lambda k: jax.random.permutation(k, size))(keys_from_bits(bits, impl))
 
 
@@ -136,21 +136,23 @@ def feistel_permutation(round_keys: jax.Array, size: int) -> jax.Array:
     """`[size]` int32, a random permutation of `range(size)` that `round_keys [SHUFFLE_ROUNDS]`
     (uint32) choose, made elementwise with no sort.
 
-    Each index's `k = ceil(log2 size)` bits go through a Feistel network: split into a high
-    and a low half, each round xors one half with a keyed hash (`_mix`) of the other, the
-    halves taking turns. Every round is a bijection of `[0, 2^k)`, so their composition is,
-    and with independent random round keys it is a pseudorandom permutation (Luby and
-    Rackoff's construction).
-    An index that lands at or beyond `size` goes through the network again until it lands
-    below (cycle walking, on average under 2 passes): the permutation of `[0, 2^k)` restricted
-    to `[0, size)`. Where a sort costs `O(size log size)` comparator calls (on XLA:CPU, 4.8 s
-    for 4 permutations of 2^21 with `jax.random.permutation`), this is a few dozen integer
-    ops per index (14 ms; 119 ms at 2^20 + 1, the most cycle walking).
+    Each index's `k = max(1, ceil(log2 size))` bits go through a Feistel network: split into a
+    high and a low half, each round xors one half with a keyed hash (`_mix`) of the other, the
+    halves taking turns. Every round is a bijection of `[0, 2^k)`, so their composition is. It
+    is a keyed bijection, not a draw from all `size!` permutations (at a power of 2 from 16 up
+    every round is an even permutation, so only even ones come out), but the sets it cuts into
+    minibatches are as random as a uniform shuffle's, by blocks of steps and of envs and for
+    neighbouring indices (tests/test_prng.py). An index that lands at or beyond `size` goes
+    through the network again until it lands below (cycle walking): the permutation of
+    `[0, 2^k)` restricted to `[0, size)`; the whole array passes again until its last index
+    lands, about `k` times just above a power of 2, never at one. Where a sort costs
+    `O(size log size)` comparator calls, this is a few dozen integer ops per index and pass
+    (`benchmarks/shuffles.py`).
     """
-    bits = _index_bits(size)
-    low_bits = (bits + 1) // 2
+    index_bits = _index_bits(size)
+    low_bits = (index_bits + 1) // 2
     low_mask = jnp.uint32((1 << low_bits) - 1)
-    high_mask = jnp.uint32((1 << (bits - low_bits)) - 1)
+    high_mask = jnp.uint32((1 << (index_bits - low_bits)) - 1)
 
     def network(index):
         high, low = index >> low_bits, index & low_mask
@@ -162,7 +164,7 @@ def feistel_permutation(round_keys: jax.Array, size: int) -> jax.Array:
         return (high << low_bits) | low
 
     shuffled = network(jnp.arange(size, dtype=jnp.uint32))
-    if size < 1 << bits:  # cycle-walk the indices that land outside
+    if size < 1 << index_bits:  # cycle-walk the indices that land outside
         shuffled = jax.lax.while_loop(
             lambda x: jnp.any(x >= size),
             lambda x: jnp.where(x >= size, network(x), x), shuffled)

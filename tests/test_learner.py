@@ -9,7 +9,7 @@ from purerl.agent import make_agent
 from purerl.envs import make_env
 from purerl.layers import init_params
 from purerl.learner import Batch, make_learner, make_optimizer
-from purerl.prng import draw_bits
+from purerl.prng import SHUFFLE_ROUNDS, draw_bits
 from purerl.schedules import hyperparams_from_config
 
 BATCH = 64
@@ -92,8 +92,6 @@ def test_the_index_shuffle_permutes_the_whole_batch(setup):
     network from round keys per epoch: with one minibatch per epoch every step sees the whole
     batch in another order, so the update is the packed path's (up to the order of sums);
     with four, other minibatches train other parameters."""
-    from purerl.prng import SHUFFLE_ROUNDS
-
     config, agent, params, batch = setup
     feistel_agent = agent._replace(plan=agent.plan._replace(packed_sort_bits=0))
     assert feistel_agent.plan.index_shuffle  # the CPU's plan

@@ -111,10 +111,12 @@ def test_permutations_from_bits(size, path):
 
 @pytest.mark.parametrize("packed_bits", [CPU.packed_sort_bits, 0])
 def test_random_permutations_are_uniform(packed_bits):
-    """Every position of a 4-element permutation takes each value a quarter of the time, by
-    the packed sort and by the Feistel network (cycle-walked from 8 indices at 5)."""
+    """Every position of a permutation of 4 (5) indices takes each value a quarter (a fifth) of
+    the time, by the packed sort and by the Feistel network (cycle-walked from 8 indices at
+    5)."""
     for size in (4, 5):
-        perms = _permutations(jax.random.key(1, impl="unsafe_rbg"), 4000, size, packed_bits)
+        perms = _permutations(jax.random.key(1, impl="unsafe_rbg"), 4000, size, packed_bits,
+                              index_shuffle=True)
         counts = np.stack([(perms == v).sum(0) for v in range(size)])  # [value, position]
         p = 1 / size
         assert np.all(np.abs(counts - 4000 * p) < 5 * np.sqrt(4000 * p * (1 - p))), counts
@@ -144,7 +146,8 @@ def test_minibatches_of_a_feistel_permutation_are_random_sets():
     envs (low bits), and two neighbouring indices (the next env, the next step) share a
     minibatch a quarter of the time, as they would in a uniformly random permutation."""
     size, envs, blocks = 2**19 + 2**17, 1024, 16
-    perms = _permutations(jax.random.key(4, impl="unsafe_rbg"), 2, size, packed_bits=0)
+    perms = _permutations(jax.random.key(4, impl="unsafe_rbg"), 2, size, packed_bits=0,
+                          index_shuffle=True)
     for row in perms:
         minibatch_of = np.empty(size, np.int64)
         minibatch_of[row] = np.arange(size) // (size // 4)

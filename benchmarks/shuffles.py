@@ -1,0 +1,84 @@
+"""The learner's shuffles by each of `prng.permutations_from_bits`' paths: the time to make one
+update's permutations (one per epoch) of a batch of each size.
+
+    python benchmarks/shuffles.py                                  # 2^17, 2^20 + 1, 2^21, 2^23
+    python benchmarks/shuffles.py --sizes 131072 --epochs 4 --out /tmp/shuffles.json
+
+The paths: `packed` (one sort of packed uint32, the CPU plan up to 2^20 indices), `feistel`
+(`prng.feistel_permutation`, the CPU plan beyond), `permutation` (`jax.random.permutation` of a
+key per epoch, the plain plan's). Each is compiled once per size and called `--repeats` times
+in turn with the others; the fastest call counts. A path is skipped where it does not apply
+(`packed` above 2^20) or where one call would take minutes (`permutation` above
+`--max-permutation-size`). Writes JSON (milliseconds per update's permutations).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import jax
+
+from purerl.plan import CPU
+from purerl.prng import draw_bits, permutation_bits_shape, permutations_from_bits
+
+RESULTS = Path(__file__).resolve().parent / "results"
+IMPL = "unsafe_rbg"
+PATHS = {  # name: (packed_bits, index_shuffle)
+    "packed": (CPU.packed_sort_bits, False),
+    "feistel": (0, True),
+    "permutation": (0, False),
+}
+
+
+def shuffle_program(epochs: int, size: int, packed_bits: int, index_shuffle: bool):
+    """The compiled `[epochs, size]` permutations of one path and the bits it takes."""
+    shape = permutation_bits_shape(epochs, size, IMPL, packed_bits, index_shuffle)
+    (bits,) = draw_bits(jax.random.key(0, impl=IMPL), shape)
+    compiled = jax.jit(lambda bits: permutations_from_bits(
+        bits, size, IMPL, packed_bits, index_shuffle)).lower(bits).compile()
+    jax.block_until_ready(compiled(bits))  # warm
+    return compiled, bits
+
+
+def fastest_ms(programs: dict, repeats: int) -> dict:
+    """Milliseconds of each program's fastest call, the programs called in turn."""
+    times = {name: [] for name in programs}
+    for _ in range(repeats):
+        for name, (compiled, bits) in programs.items():
+            start = time.perf_counter()
+            jax.block_until_ready(compiled(bits))
+            times[name].append(1e3 * (time.perf_counter() - start))
+    return {name: round(min(values), 2) for name, values in times.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+",
+                        default=[2**17, 2**20 + 1, 2**21, 2**23])
+    parser.add_argument("--epochs", type=int, default=4, help="permutations per update")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--max-permutation-size", type=int, default=2**21)
+    parser.add_argument("--out", type=Path, default=RESULTS / "shuffles.json")
+    args = parser.parse_args()
+
+    rows = []
+    for size in args.sizes:
+        paths = {name: path for name, path in PATHS.items()
+                 if not (name == "packed" and size > 2**path[0])
+                 and not (name == "permutation" and size > args.max_permutation_size)}
+        programs = {name: shuffle_program(args.epochs, size, *path)
+                    for name, path in paths.items()}
+        row = {"size": size, "epochs": args.epochs, **fastest_ms(programs, args.repeats)}
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"backend": jax.default_backend(), "jax": jax.__version__,
+                                    "unit": "ms per update's permutations", "rows": rows},
+                                   indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
