@@ -99,14 +99,21 @@ stage() {
   fi
   if [ -n "${PACK:-}" ]; then  # the traces apart, so that their size cannot hold back the rest
     local traces="${PACK%.tar.gz}_traces.tar.gz"
-    tar czf "$PACK" --exclude='*.xplane.pb' --exclude='*.trace.json.gz' \
-      --exclude="${PACK##*/}" --exclude="${traces##*/}" -C "$out" . \
-      || echo "gpu.sh: packing $PACK failed" >&2
+    archive "$PACK" --exclude='*.xplane.pb' --exclude='*.trace.json.gz' \
+      --exclude="${PACK##*/}" --exclude="${traces##*/}" -C "$out" .
     if [ -d "$out/trace" ]; then
-      tar czf "$traces" --exclude='*.trace.json.gz' -C "$out" trace \
-        || echo "gpu.sh: packing $traces failed" >&2
+      archive "$traces" --exclude='*.trace.json.gz' -C "$out" trace
     fi
   fi
+}
+
+# archive DEST TAR_ARGS...: a gzipped tar written beside nothing it reads (an archive inside
+# the folder it packs would change that folder while tar reads it), then moved to DEST.
+archive() {
+  local dest=$1 tmp
+  shift
+  tmp=$(mktemp) && tar czf "$tmp" "$@" && chmod 644 "$tmp" && mv "$tmp" "$dest" \
+    || { echo "gpu.sh: packing $dest failed" >&2; rm -f "$tmp"; }
 }
 
 peer_turns() {
