@@ -6,9 +6,10 @@ update's permutations (one per epoch) of a batch of each size.
 
 The paths: `packed` (one sort of packed uint32, the CPU plan up to 2^20 indices), `feistel`
 (`prng.feistel_permutation`, the CPU plan beyond), `permutation` (`jax.random.permutation` of a
-key per epoch, the plain plan's). Each is compiled once per size and called `--repeats` times
-in turn with the others; the fastest call counts. A path is skipped where it does not apply
-(`packed` above 2^20) or where one call would take minutes (`permutation` above
+key per epoch, the plain plan's), each from a key as the learner makes them: its bits drawn,
+then the permutations. Each is compiled once per size, called once, then `--repeats` times in
+turn with the others (`throughput.timed`); the fastest call counts. A path is skipped where it
+does not apply (`packed` above 2^20) or where one call would take minutes (`permutation` above
 `--max-permutation-size`). Writes JSON (milliseconds per update's permutations).
 """
 
@@ -16,16 +17,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from pathlib import Path
 
 import jax
+from throughput import timed  # this file's folder is first on sys.path
 
 from purerl.plan import CPU
 from purerl.prng import draw_bits, permutation_bits_shape, permutations_from_bits
 
 RESULTS = Path(__file__).resolve().parent / "results"
 IMPL = "unsafe_rbg"
+KEY = jax.random.key(0, impl=IMPL)
 PATHS = {  # name: (packed_bits, index_shuffle)
     "packed": (CPU.packed_sort_bits, False),
     "feistel": (0, True),
@@ -34,24 +36,15 @@ PATHS = {  # name: (packed_bits, index_shuffle)
 
 
 def shuffle_program(epochs: int, size: int, packed_bits: int, index_shuffle: bool):
-    """The compiled `[epochs, size]` permutations of one path and the bits it takes."""
+    """`[epochs, size]` permutations of one path from a key, as the learner makes them (its
+    bits drawn, then the permutations), compiled."""
     shape = permutation_bits_shape(epochs, size, IMPL, packed_bits, index_shuffle)
-    (bits,) = draw_bits(jax.random.key(0, impl=IMPL), shape)
-    compiled = jax.jit(lambda bits: permutations_from_bits(
-        bits, size, IMPL, packed_bits, index_shuffle)).lower(bits).compile()
-    jax.block_until_ready(compiled(bits))  # warm
-    return compiled, bits
 
+    def shuffle(key):
+        (bits,) = draw_bits(key, shape)
+        return permutations_from_bits(bits, size, IMPL, packed_bits, index_shuffle)
 
-def fastest_ms(programs: dict, repeats: int) -> dict:
-    """Milliseconds of each program's fastest call, the programs called in turn."""
-    times = {name: [] for name in programs}
-    for _ in range(repeats):
-        for name, (compiled, bits) in programs.items():
-            start = time.perf_counter()
-            jax.block_until_ready(compiled(bits))
-            times[name].append(1e3 * (time.perf_counter() - start))
-    return {name: round(min(values), 2) for name, values in times.items()}
+    return jax.jit(shuffle).lower(KEY).compile()
 
 
 def main() -> None:
@@ -71,7 +64,10 @@ def main() -> None:
                  and not (name == "permutation" and size > args.max_permutation_size)}
         programs = {name: shuffle_program(args.epochs, size, *path)
                     for name, path in paths.items()}
-        row = {"size": size, "epochs": args.epochs, **fastest_ms(programs, args.repeats)}
+        timed(programs, KEY, 1)  # warm
+        best, _ = timed(programs, KEY, args.repeats)
+        row = {"size": size, "epochs": args.epochs,
+               **{name: round(1e3 * seconds, 2) for name, seconds in best.items()}}
         print(json.dumps(row), flush=True)
         rows.append(row)
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -10,7 +10,6 @@ from purerl.prng import (
     SHUFFLE_ROUNDS,
     convert_key,
     draw_bits,
-    feistel_permutation,
     gumbel_from_bits,
     key_words,
     keys_from_bits,
@@ -124,8 +123,8 @@ def test_random_permutations_are_uniform(packed_bits):
 
 def test_the_feistel_network_draws_every_permutation_alike():
     """All 24 orderings of 4 indices, each about 1/24 of 24,000 draws."""
-    keys = jax.random.bits(jax.random.key(3), (24_000, SHUFFLE_ROUNDS), jnp.uint32)
-    perms = np.asarray(jax.vmap(feistel_permutation, in_axes=(0, None))(keys, 4))
+    perms = _permutations(jax.random.key(3, impl="unsafe_rbg"), 24_000, 4, packed_bits=0,
+                          index_shuffle=True)
     _, counts = np.unique(perms, axis=0, return_counts=True)
     assert len(counts) == 24
     assert np.all(np.abs(counts - 1000) < 5 * np.sqrt(24_000 / 24 * 23 / 24)), counts
@@ -135,8 +134,9 @@ def test_the_feistel_network_draws_every_permutation_alike():
 def test_a_feistel_permutation_is_a_permutation_of_any_size(size):
     """Powers of 2 map onto themselves; other sizes cycle-walk, from just past a power of 2
     (half the indices land outside at first) to 3/4 of the next."""
-    keys = jax.random.bits(jax.random.key(size), (2, SHUFFLE_ROUNDS), jnp.uint32)
-    for row in np.asarray(jax.vmap(feistel_permutation, in_axes=(0, None))(keys, size)):
+    perms = _permutations(jax.random.key(size, impl="unsafe_rbg"), 2, size, packed_bits=0,
+                          index_shuffle=True)
+    for row in perms:
         np.testing.assert_array_equal(np.sort(row), np.arange(size))
 
 
