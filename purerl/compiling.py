@@ -129,11 +129,13 @@ def _compile_after(first: Future, lowered) -> Callable:
 
 
 class ProgramCache:
-    """The compiled programs of a process's latest runs, by program settings, at most `keep`
-    of them: a run whose settings differ from a kept one's only in what the programs take as
-    arguments, the seed and the hyperparameters' values (`schedules.program_settings`), and
-    that was given the same objects from Python (`Program.given`), runs that one's programs
-    (`compile_s` 0). A Hydra sweep's jobs share one.
+    """The compiled programs of a process's latest runs, by what they depend on, at most
+    `keep` of them: a run that was given the same objects from Python (`Program.given`) and
+    whose settings differ from a kept one's only in what the programs take as arguments runs
+    that one's programs (`compile_s` 0). PPO's programs take the seed and the hyperparameters'
+    values as arguments (`schedules.program_settings`); a user's algorithm may read any setting
+    as a Python number, so its programs are kept for its whole config. A Hydra sweep's jobs
+    share one.
 
     Args:
         keep: how many runs' programs to keep.
@@ -152,9 +154,7 @@ class ProgramCache:
     def programs_for(self, config: Config, program, key) -> Programs:
         """The run's programs: a kept run's when only the seed or hyperparameters differ; else
         compiled, the libraries the run's files are written with imported meanwhile."""
-        from purerl.schedules import program_settings
-
-        settings = repr(program_settings(config))
+        settings = _program_key(config, program)
         kept = self._programs.get(settings)
         if kept is not None and _same(kept[0], program.given):
             self._programs.move_to_end(settings)
@@ -170,6 +170,17 @@ class ProgramCache:
                 self._programs.popitem(last=False)
         self.on_compiled()
         return programs
+
+
+def _program_key(config: Config, program) -> str:
+    """The settings a run's programs depend on, as a key: for PPO (`make_ppo`) the config
+    without what its programs take as arguments (`schedules.program_settings`); for a user's
+    algorithm, which may read any setting as a Python number, the whole config."""
+    from purerl.ppo import make_ppo
+    from purerl.schedules import program_settings
+
+    algorithm = program.given[0]
+    return repr(program_settings(config) if algorithm is make_ppo else config)
 
 
 def _same(given: tuple, other: tuple) -> bool:

@@ -202,3 +202,18 @@ def test_an_algorithm_of_ones_own_through_the_command_line(tmp_path):
     assert np.mean(returns) > 150
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["eval_return"]["1.0"] > 150
+
+
+def test_a_sweep_of_a_setting_a_users_algorithm_reads_compiles_each_value(tmp_path):
+    """A user's algorithm may read any setting as a Python number (here `ppo.clip_eps`, which
+    PPO takes as an argument of its programs): each job of a Hydra sweep over it runs programs
+    built with its own value, not an earlier job's."""
+    result = run_cli("-m", "+env=cartpole", "algorithm=custom_algorithms:clip_eps_read_at_build",
+                     "ppo.clip_eps=0.1,0.3", "total_timesteps=256", "ppo.num_steps=32",
+                     "network.hidden_sizes=[8]", "log.progress=false", "log.tensorboard=false",
+                     "eval.num_episodes=1", f"hydra.sweep.dir={tmp_path}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    for job, clip_eps in ((0, 0.1), (1, 0.3)):
+        rows = _rows(tmp_path / str(job))
+        assert [(r["clip_eps"], r["loss/clip_eps_read"]) for r in rows] == [(clip_eps,) * 2] * 2
+        assert json.loads((tmp_path / str(job) / "summary.json").read_text())["compile_s"] > 0
