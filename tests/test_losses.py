@@ -45,3 +45,22 @@ def test_normalize_advantages():
     out = normalize_advantages(jnp.array([1.0, 2.0, 3.0, 6.0]))
     assert float(out.mean()) == pytest.approx(0.0, abs=1e-6)
     assert float(out.std()) == pytest.approx(1.0, rel=1e-5)
+
+
+def test_normalize_advantages_far_from_zero_alone_and_pooled():
+    """A minibatch of 512 with std 1 around a mean of 1e4 (large unnormalized rewards, a value
+    function behind) normalizes as numpy does in float64, alone and pooled over 2 devices
+    (`vmap` with an axis name: the statistics of both halves)."""
+    import jax
+    import numpy as np
+
+    draws = np.random.default_rng(0).standard_normal(512)
+    advantages = (1e4 + draws).astype(np.float32)
+    pooled = np.asarray(advantages, np.float64)
+    expected = (pooled - pooled.mean()) / (pooled.std() + 1e-8)
+    alone = np.asarray(normalize_advantages(jnp.asarray(advantages)))
+    halves = jax.vmap(lambda a: normalize_advantages(a, "devices"), axis_name="devices")(
+        jnp.asarray(advantages).reshape(2, 256))
+    for out in (alone, np.asarray(halves).reshape(-1)):
+        np.testing.assert_allclose(out, expected, atol=2e-3)
+        assert abs(out.std() - 1.0) < 1e-3
