@@ -163,7 +163,10 @@ def test_cartpole_default_preset_learns(cli, tmp_path):
 
 
 def test_serialized_network_learns_cartpole(cli, tmp_path):
-    result = cli("+env=cartpole", "network=serialized", "ppo.lr=1e-3", f"hydra.run.dir={tmp_path}")
+    """The mean final return of 4 vmapped seeds reaches 475: one seed alone ends within a few
+    points of it either way (468-500 over seeds 0-3)."""
+    result = cli("+env=cartpole", "network=serialized", "ppo.lr=1e-3", "num_seeds=4",
+                 f"hydra.run.dir={tmp_path}")
     assert result.returncode == 0, result.stderr
     assert json.loads((tmp_path / "summary.json").read_text())["final_return"] >= 475
 
