@@ -337,26 +337,40 @@ def test_a_failed_event_keeps_what_trained_and_the_run_resumes(trained_run, tmp_
 
 def test_programs_compiling_meanwhile_add_their_wait_to_compile_s():
     """The evaluation program compiles while the run trains: its first call waits for it and
-    adds that wait to `compile_s`; a compile that failed raises there."""
-    from concurrent.futures import Future, ThreadPoolExecutor
+    adds that wait to `compile_s`; once compiled, calls add nothing; a compile that failed
+    raises there."""
+    import threading
+    from concurrent.futures import Future
 
     from purerl.compiling import Programs
 
-    def compile_slowly():
-        time.sleep(0.3)
-        return lambda *args: sum(args)
+    class WaitedFor(Future):
+        """A compile that finishes once a caller waits for its result."""
 
-    with ThreadPoolExecutor(1) as pool:
-        compiling, failed = pool.submit(compile_slowly), Future()
-        failed.set_exception(RuntimeError("XLA said no"))
-        programs = Programs(None, None, compiling, failed, compile_s=1.0)
-        assert programs.evaluate(1, 2, 3) == 6
-        assert 1.2 <= programs.compile_s < 6.0
-        assert programs.evaluate(1, 2, 4) == 7  # compiled: no more waiting
-        waited = programs.compile_s
-        with pytest.raises(RuntimeError, match="XLA said no"):
-            programs.pbt(None, None, None)
-        assert programs.compile_s == pytest.approx(waited)
+        waiting = threading.Event()
+
+        def result(self, timeout=None):
+            self.waiting.set()
+            return super().result(timeout)
+
+    compiling, failed = WaitedFor(), Future()
+    failed.set_exception(RuntimeError("XLA said no"))
+
+    def compile_once_waited_for():
+        compiling.waiting.wait()
+        compiling.set_result(lambda *args: sum(args))
+
+    programs = Programs(None, None, compiling, failed, compile_s=1.0)
+    finisher = threading.Thread(target=compile_once_waited_for)
+    finisher.start()
+    assert programs.evaluate(1, 2, 3) == 6
+    finisher.join()
+    waited = programs.compile_s
+    assert waited > 1.0  # the wait was added
+    assert programs.evaluate(1, 2, 4) == 7 and programs.compile_s == waited
+    with pytest.raises(RuntimeError, match="XLA said no"):
+        programs.pbt(None, None, None)
+    assert programs.compile_s == pytest.approx(waited)
 
 
 def test_evaluation_compiles_after_compile_programs_returned(monkeypatch):

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from conftest import leaf_types, run_cli
 
+pytestmark = pytest.mark.extras  # CI installs the suite and runs these: -m extras
 pytest.importorskip("brax")
 
 from gymnax.environments import spaces  # noqa: E402

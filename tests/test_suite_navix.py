@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from gymnax.environments import spaces
 
+pytestmark = pytest.mark.extras  # CI installs the suite and runs these: -m extras
 nx = pytest.importorskip("navix")
 
 from conftest import play, run_cli  # noqa: E402
