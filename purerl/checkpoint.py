@@ -20,7 +20,7 @@ import logging
 import shutil
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
 import jax
 
@@ -96,31 +96,43 @@ class Checkpoints:
 
     def restore(self, update: int, like: Any) -> Tuple[Any, Dict]:
         """(state, record) of `update`; `like` is a state (or its abstract shapes and
-        shardings) with the structure to restore into. A state saved before a field that
-        `like` holds as None existed (`HyperParams.extra`) restores with that field None;
-        any other difference of structure raises ConfigError naming the purerl version that
-        wrote the checkpoint."""
+        shardings) with the structure to restore into, on whichever devices it is. A state
+        saved before a field that `like` holds as None existed (`HyperParams.extra`) restores
+        with that field None; one of purerl 0.2.0's CPU plan, whose optimizer state held the
+        param-shaped trees raveled into `[S, P]` vectors, restores in the tree layout (purerl's
+        checkpoints hold it whatever plan ran); any other difference of structure raises
+        ConfigError naming the purerl version that wrote the checkpoint."""
         ocp = import_orbax()
         abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, like)
-        try:
-            return self._restore(update, abstract)
-        except ValueError as error:
-            mismatch = _structure_mismatch(error)
-            if mismatch is None:
-                raise
-        paths = _mismatched_paths(mismatch)
-        if paths:  # perhaps a state saved without fields that are None here
+        first_mismatch = None
+        for layout, to_like in _saved_layouts(abstract):
             try:
-                state, record = self._restore(update, _without(abstract, paths))
-                return _refilled(abstract, state), record
+                state, record = self._restore_layout(update, layout)
+                return to_like(state), record
             except ValueError as error:
-                if _structure_mismatch(error) is None:
+                mismatch = _structure_mismatch(error)
+                if mismatch is None:
                     raise
+                first_mismatch = first_mismatch or mismatch
         version = self.restore_record(update).get("version", "before 0.2.0")
         raise ConfigError(
             f"{self.directory / str(update)}: its state has another structure than this run's "
-            f"({mismatch}): written by purerl {version}, read by purerl {__version__}, or "
+            f"({first_mismatch}): written by purerl {version}, read by purerl {__version__}, or "
             "another network or env") from None
+
+    def _restore_layout(self, update: int, layout: Any) -> Tuple[Any, Dict]:
+        """(state, record) of `update` restored into `layout`, or into it without the None
+        fields that the saved state lacks (then refilled as None); raises orbax's ValueError
+        when neither fits."""
+        try:
+            return self._restore(update, layout)
+        except ValueError as error:
+            mismatch = _structure_mismatch(error)
+            paths = _mismatched_paths(mismatch) if mismatch is not None else []
+            if not paths:
+                raise
+        state, record = self._restore(update, _without(layout, paths))
+        return _refilled(layout, state), record
 
     def restore_intact(self, update: int, like: Any) -> Tuple[int, Any, Dict]:
         """(update, state, record) of the newest checkpoint up to `update` that restores (as
@@ -162,6 +174,28 @@ class Checkpoints:
     def close(self) -> None:
         if self._orbax_manager is not None:
             self._orbax_manager.close()
+
+
+def _saved_layouts(abstract: Any) -> List[Tuple[Any, Callable[[Any], Any]]]:
+    """The layouts a saved state may have, each with the conversion of a state restored in it
+    to `abstract`'s: `abstract` itself, then (for a `RunnerState` whose optimizer state holds
+    param-shaped trees) purerl 0.2.0's CPU-plan layout, those trees raveled into `[S, P]`."""
+    from purerl.learner import ravel_like_params, unravel_like_params
+
+    layouts = [(abstract, lambda state: state)]
+    if not (_is_record(abstract) and hasattr(abstract, "opt_state")):
+        return layouts
+    params, opt_state = abstract.params, abstract.opt_state
+    flat = jax.eval_shape(lambda s, p: ravel_like_params(s, p, lead=1), opt_state, params)
+    if jax.tree.structure(flat) == jax.tree.structure(opt_state):
+        return layouts
+    sharding = jax.tree.leaves(params)[0].sharding  # the optimizer state's, as the params'
+    flat = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding), flat)
+    as_tree = jax.jit(lambda saved: unravel_like_params(saved, opt_state, params, lead=1),
+                      out_shardings=jax.tree.map(lambda x: x.sharding, opt_state))
+    layouts.append((abstract._replace(opt_state=flat),
+                    lambda state: state._replace(opt_state=as_tree(state.opt_state))))
+    return layouts
 
 
 def _first_line(error: Exception) -> str:
@@ -245,20 +279,24 @@ def config_differences(saved: Dict, config: Config, ignore=RESUMABLE_CHANGES) ->
     return [f"{k}={old.get(k)!r} -> {new.get(k)!r}" for k in keys if old.get(k) != new.get(k)]
 
 
-def check_resumable(record: Dict, config: Config, num_devices: int, directory: Path) -> None:
-    """Raises ConfigError when `config` on `num_devices` devices would not continue the run
-    whose checkpoint `record` this is (envs split over devices shape the result too). Only
-    settings that cannot change the result may differ, and `total_timesteps` may grow: a
-    finished or stopped run then trains more."""
+def check_resumable(record: Dict, config: Config, num_devices: int, directory: Path,
+                    plan: str) -> None:
+    """Raises ConfigError when `config` would not continue the run whose checkpoint `record`
+    this is. Only the settings of `RESUMABLE_CHANGES` may differ, and `total_timesteps` may
+    grow: a finished or stopped run then trains more. The devices, processes and plan may
+    differ too (where the envs divide over the devices: `validate` checks that): the run goes
+    on from the saved state, and the log says that the rest of it is not bit for bit what it
+    would have been where it was saved (docs/runs.md says why)."""
     resume = f"resume={str(config.resume).lower()}"
     processes = jax.process_count()
-    if record.get("processes", 1) != processes:
-        raise ConfigError(f"{resume}: {directory} was trained by {record['processes']} "
-                          f"process(es), this run has {processes}")
-    if record.get("devices", num_devices) != num_devices:
-        raise ConfigError(f"{resume}: {directory} was trained on {record['devices']} "
-                          f"device(s), this run has {num_devices} (on a CPU, "
-                          f"cpu_devices={record['devices']} gives it as many)")
+    saved = (record.get("devices", num_devices), record.get("processes", 1),
+             record.get("plan", "cpu"))  # purerl 0.2.0 saved no plan; it ran on CPUs
+    now = (num_devices, processes, plan)
+    if saved != now:
+        log.info("%s: %s was trained on %d device(s) of %d process(es) with plan %s, this run "
+                 "has %d device(s) of %d process(es) with plan %s: it goes on from the saved "
+                 "state, not bit for bit as it would have gone on there (docs/runs.md)",
+                 resume, directory, *saved, *now)
     changed = config_differences(record["config"], config,
                                  ignore=RESUMABLE_CHANGES + ("total_timesteps",))
     if changed:

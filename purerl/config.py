@@ -17,10 +17,13 @@ PRNG_IMPLS = ("threefry2x32", "rbg", "unsafe_rbg")
 ACTIVATIONS = ("tanh", "relu", "gelu", "swish", "silu", "elu", "leaky_relu", "sigmoid", "softplus")
 CONV_PADDINGS = ("SAME", "VALID")
 RNN_CELLS = ("gru", "lstm")
-# Settings that cannot change a run's result: a resumed run may change them (apart: the device
-# count, and `total_timesteps`, which may grow: training more).
+# Settings that a resumed run may change, beside `total_timesteps` (which may grow: training
+# more): they do not change the run's result, or (the plan, the devices and processes) only the
+# random numbers the rest of the run draws (docs/runs.md). summary.json's `config` leaves them
+# out; it names the plan and devices that ran apart.
 RESUMABLE_CHANGES = ("log_every", "log", "eval", "checkpoint", "resume", "init_from", "init_member",
-                     "compile_cache", "cpu_devices", "distributed", "stop_at_return")
+                     "compile_cache", "cpu_devices", "distributed", "stop_at_return", "plan",
+                     "chunk_s")
 # The hyperparameters a sweep may vary inside one program (arrays in it, not shapes).
 SWEEPABLE = ("lr", "gamma", "gae_lambda", "clip_eps", "ent_coef", "vf_coef", "max_grad_norm",
              "target_kl")
@@ -285,6 +288,13 @@ class Config:
     # sweep points) are split over by the command line: 0 is the most cores that divide the
     # members evenly; 1 keeps one device. Ignored when XLA_FLAGS forces a device count.
     cpu_devices: int = 0
+    # The faster paths the programs take (`purerl.plan`): "auto" (by platform: "cpu" on a CPU,
+    # "plain" on a GPU or TPU), "plain" (a GPU's or TPU's path, on any platform) or "cpu"
+    plan: str = "auto"
+    # A chunk of updates (the stretch between a run's events: signals, time-based checkpoints,
+    # progress, metrics) lasts at most about this many seconds of training, and at most 1/50 of
+    # the run
+    chunk_s: float = 30.0
 
     @property
     def num_members(self) -> int:

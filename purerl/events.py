@@ -41,6 +41,7 @@ class Run:
         key: the run's PRNG key.
         state: the `RunnerState`, leaves `[M, ...]` over the members.
         history: the `RunHistory`: every update's returns and the evaluations so far.
+        plan: the name of the execution plan that runs (`purerl.plan.plan_name`).
         update: the updates done, the chunk's last.
         status: "completed" (so far), "stopped" (an event asked), "interrupted" (Ctrl-C),
             "preempted" (SIGTERM, SIGUSR1) or "nonfinite" (the NaN guard).
@@ -54,6 +55,7 @@ class Run:
     key: Any  # the run's PRNG key (evaluation draws from a stream of it)
     checkpoints: Any  # purerl.checkpoint.Checkpoints
     best: Any  # Checkpoints of checkpoints/best/, or None
+    plan: str  # the execution plan's name (`purerl.plan.plan_name`): "plain", "cpu" or "custom"
     state: Any = None  # the RunnerState
     history: Any = None  # purerl.logging RunHistory
     update: int = 0  # updates done
@@ -105,7 +107,7 @@ class Run:
         from purerl.checkpoint import config_record
 
         return {"version": __version__, "config": config_record(self.config),
-                "devices": self.num_devices,
+                "plan": self.plan, "devices": self.num_devices,
                 "processes": jax.process_count(),
                 "update": self.update, "history": self.history.to_record()}
 
@@ -363,7 +365,8 @@ def pbt_rows(run_dir: Path) -> List[Dict]:
 
 class Checkpoint(Event):
     """A checkpoint every `checkpoint.every` updates and after `checkpoint.every_s` seconds,
-    at the end, when a stop signal came, and after an event failed."""
+    at the end, when a stop signal came, and after an event failed; never after a chunk that
+    went non-finite (its state is past the last good update)."""
 
     keeps_work = True
 
@@ -371,8 +374,8 @@ class Checkpoint(Event):
         self.every = config.checkpoint.every
 
     def due(self, run, chunk):
-        return (periodic(self.every, run) or chunk.checkpoint_due or chunk.stop_requested
-                or chunk.failed)
+        return not chunk.nonfinite and (periodic(self.every, run) or chunk.checkpoint_due
+                                         or chunk.stop_requested or chunk.failed)
 
     def handle(self, run, chunk):
         tick = time.monotonic()

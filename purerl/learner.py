@@ -7,8 +7,9 @@ NaN guard's bits of the loss and gradients.
 
 The optimizer is an optax `GradientTransformation` on the parameter tree, made per update by an
 `Optimizer` factory from the update's (scheduled, traced) `HyperParams`; by default
-`default_optimizer`: global-norm clipping then Adam (with the plan's `flat_optimizer`, over the
-params raveled into one vector: `flat_update`).
+`default_optimizer`: global-norm clipping then Adam (with the plan's `flat_optimizer`, stepped
+within an update on the params and its state raveled into one vector each:
+`ravel_like_params`). Between updates the state is optax's of the param tree on every plan.
 """
 
 from __future__ import annotations
@@ -87,47 +88,82 @@ def make_optimizer(max_grad_norm, lr) -> optax.GradientTransformation:
     )
 
 
-def flat_update(inner: optax.GradientTransformation) -> optax.GradientTransformation:
-    """`inner` applied to the updates (and params) raveled into one vector `[P]`
-    (`ravel_pytree`, P values in all), its result unraveled into their tree: one fused update
-    instead of a few small kernels per leaf. For a transformation that treats all values alike
-    (elementwise, or by a global norm) the math is `inner`'s on the tree, up to the order of
-    the norm's sums.
-
-    Args:
-        inner: the transformation of the `[P]` vector.
-
-    Returns:
-        A transformation of param trees whose state is `inner`'s state of the `[P]` vector.
-    """
-
-    def init(params):
-        return inner.init(ravel_pytree(params)[0])
-
-    def update(updates, state, params=None):
-        flat, unravel = ravel_pytree(updates)
-        flat_params = None if params is None else ravel_pytree(params)[0]
-        flat, state = inner.update(flat, state, flat_params)
-        return unravel(flat), state
-
-    return optax.GradientTransformation(init, update)
-
-
-def default_optimizer(hp: HyperParams, flat: bool = False) -> optax.GradientTransformation:
+def default_optimizer(hp: HyperParams) -> optax.GradientTransformation:
     """The learner's optimizer unless given another: `make_optimizer(hp.max_grad_norm, hp.lr)`
-    on the param tree, or with `flat` (`ExecutionPlan.flat_optimizer`) through `flat_update`,
-    whose state layout the learner's scan then carries (`make_learner`).
+    on the param tree (with the plan's `flat_optimizer`, the learner steps it on the params
+    raveled into one vector, its state raveled alike, within each update: `make_learner`).
 
     Args:
         hp: the update's hyperparameters (traced scalars).
-        flat: update the params raveled into one vector.
 
     Returns:
         The optimizer; its state `(EmptyState(), ScaleByAdamState(count [], mu, nu),
-        EmptyState())`, `mu` and `nu` param trees, or `[P]` vectors when `flat`.
+        EmptyState())`, `mu` and `nu` param trees.
     """
-    optimizer = make_optimizer(hp.max_grad_norm, hp.lr)
-    return flat_update(optimizer) if flat else optimizer
+    return make_optimizer(hp.max_grad_norm, hp.lr)
+
+
+def ravel_like_params(state: Any, params: Any, lead: int = 0) -> Any:
+    """`state` with each subtree that has the structure and shapes of `params` (Adam's `mu` and
+    `nu`) raveled into one vector `[..., P]`, its leaves' values in `jax.tree.leaves` order, as
+    `ravel_pytree` orders them (P values in all, after `lead` leading axes kept: the members').
+
+    Args:
+        state: an optimizer state of the param tree `params` (or its shapes).
+        params: the param tree, leaves `[*lead, ...]`.
+        lead: leading axes of every leaf that are not the params' own.
+
+    Returns:
+        The state with those subtrees as `[*lead, P]` vectors, the rest unchanged.
+    """
+    is_params = _params_shaped(params)
+
+    def ravel(node):
+        if not is_params(node):
+            return node
+        return jnp.concatenate([x.reshape(*x.shape[:lead], -1) for x in jax.tree.leaves(node)],
+                               axis=lead)
+
+    return jax.tree.map(ravel, state, is_leaf=is_params)
+
+
+def unravel_like_params(flat_state: Any, like: Any, params: Any, lead: int = 0) -> Any:
+    """The inverse of `ravel_like_params`: each `[*lead, P]` vector of `flat_state` where the
+    state `like` holds a subtree shaped as `params`, split back into that subtree.
+
+    Args:
+        flat_state: a state as `ravel_like_params(like, params, lead)` gives it.
+        like: the state in the tree layout (or its shapes).
+        params: the param tree (or its shapes), leaves `[*lead, ...]`.
+        lead: leading axes of every leaf that are not the params' own.
+
+    Returns:
+        `flat_state` in `like`'s layout.
+    """
+    is_params = _params_shaped(params)
+    leaves, treedef = jax.tree.flatten(params)
+    sizes = [int(np.prod(x.shape[lead:])) for x in leaves]
+    splits = list(np.cumsum(sizes)[:-1])
+
+    def unravel(flat, node):
+        if not is_params(node):
+            return flat
+        parts = jnp.split(flat, splits, axis=lead)
+        return treedef.unflatten([part.reshape(x.shape) for part, x in zip(parts, leaves)])
+
+    return jax.tree.map(unravel, flat_state, like)
+
+
+def _params_shaped(params: Any) -> Callable[[Any], bool]:
+    """Whether a node of an optimizer state has the structure and leaf shapes of `params`."""
+    treedef = jax.tree.structure(params)
+    shapes = [x.shape for x in jax.tree.leaves(params)]
+
+    def is_params(node) -> bool:
+        return (jax.tree.structure(node) == treedef
+                and [x.shape for x in jax.tree.leaves(node)] == shapes)
+
+    return is_params
 
 
 class _Carry(NamedTuple):
@@ -161,15 +197,12 @@ def make_learner(agent: Agent, *, batch_size: int, num_epochs: int, num_minibatc
     shuffle_shape = permutation_bits_shape(num_epochs, batch_size, prng_impl,
                                            plan.packed_sort_bits, plan.index_shuffle)
     policy, network = agent.policy, agent.network
-    if optimizer is None:
-        def make_opt(hp: HyperParams) -> optax.GradientTransformation:
-            return default_optimizer(hp, flat=plan.flat_optimizer)
-    else:
-        make_opt = optimizer
-    # The default optimizer with the plan's `flat_optimizer`: the scan carries the params
-    # raveled into one vector `[P]`, `flat_update`'s layout, and steps them with its inner
-    # transformation; each step unravels them once for the network (slices that fuse into its
-    # matmuls) and updates them in one fused op, with no ravel of the gradients per step.
+    make_opt = default_optimizer if optimizer is None else optimizer
+    # The default optimizer with the plan's `flat_optimizer`: the scan carries the params and
+    # the optimizer state raveled into one vector `[P]` each (converted at the update's start
+    # and end, so that the state between updates is optax's of the tree on every plan); each
+    # step unravels the params once for the network (slices that fuse into its matmuls) and
+    # updates them in one fused op, with no ravel of the gradients per step.
     carries_flat = optimizer is None and plan.flat_optimizer
 
     def init_opt_state(params, hp: HyperParams):
@@ -202,11 +235,12 @@ def make_learner(agent: Agent, *, batch_size: int, num_epochs: int, num_minibatc
               hp: HyperParams) -> Learned:
         """All epochs x minibatches as one scan over minibatches shuffled by uint32
         `shuffle_bits` of `shuffle_shape`."""
+        opt = make_opt(hp)  # elementwise or by a global norm, when `carries_flat`
         if carries_flat:
             start, as_tree = ravel_pytree(params)
-            opt = make_optimizer(hp.max_grad_norm, hp.lr)  # `flat_update`'s inner one
+            opt_start = ravel_like_params(opt_state, params)
         else:
-            start, as_tree, opt = params, (lambda tree: tree), make_opt(hp)
+            start, as_tree, opt_start = params, (lambda tree: tree), opt_state
         grad_fn = jax.value_and_grad(
             lambda carried, minibatch, hp: minibatch_loss(as_tree(carried), minibatch, hp),
             has_aux=True)
@@ -262,12 +296,14 @@ def make_learner(agent: Agent, *, batch_size: int, num_epochs: int, num_minibatc
         first = (jax.tree.map(lambda x: x[0], steps_input) if gather_ahead
                  else gather(indices[0]))
         metric_shapes = jax.eval_shape(minibatch_loss, params, first, hp)[1]
-        carry = _Carry(start, opt_state, jnp.bool_(False),
+        carry = _Carry(start, opt_start, jnp.bool_(False),
                        jax.tree.map(lambda m: jnp.zeros(m.shape, m.dtype), metric_shapes),
                        jnp.int32(0), jnp.int32(0), jnp.int32(0))
         carry = jax.lax.scan(minibatch_step, carry, steps_input)[0]
         computed = jnp.maximum(carry.computed, 1)
-        return Learned(as_tree(carry.params), carry.opt_state,
+        opt_end = (unravel_like_params(carry.opt_state, opt_state, params) if carries_flat
+                   else carry.opt_state)
+        return Learned(as_tree(carry.params), opt_end,
                        jax.tree.map(lambda total: total / computed, carry.info_sum),
                        carry.taken, carry.nonfinite)
 

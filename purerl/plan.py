@@ -1,9 +1,11 @@
-"""The execution plan: which of purerl's faster paths the programs take, decided once for
-their platform (`execution_plan`) and passed down to the parts that have one.
+"""The execution plan: which of purerl's faster paths the programs take, decided once by the
+`plan` setting (auto: by their platform, `execution_plan`) and passed down to the parts that
+have one.
 
 Each faster path computes what its plain twin computes (a test compares each pair); each was
 measured to pay on XLA:CPU, where small kernels and random-number loops dominate. On other
-platforms the plain path runs: it is the code a reader meets first.
+platforms the plain path runs: it is the code a reader meets first, and `plan=plain` runs it on
+a CPU too. No plan changes what a run saves: a checkpoint holds the same state whichever ran.
 """
 
 from __future__ import annotations
@@ -25,8 +27,8 @@ class ExecutionPlan(NamedTuple):
     # `learner`: all epochs' minibatches gathered before the steps while they weigh at most
     # this many bytes; 0: each step gathers its own
     gather_ahead_bytes: int = 0
-    # `learner.default_optimizer`: Adam on the parameters raveled into one vector
-    # (`learner.flat_update`)
+    # `learner`: the default optimizer's steps on the parameters and optimizer state raveled
+    # into one vector each (`learner.ravel_like_params`), within an update
     flat_optimizer: bool = False
     # `prng.permutations_from_bits`: one sort of packed uint32 for permutations of up to
     # 2^this many indices; larger ones as `index_shuffle` says
@@ -45,10 +47,23 @@ CPU = ExecutionPlan(one_draw_init=True, conv_patch_matmul=True, resets_ahead=1 <
                     index_shuffle=True)
 
 
-def execution_plan(platform: Optional[str] = None) -> ExecutionPlan:
-    """The plan for `platform` ("cpu", "gpu", "tpu"; default: JAX's default backend's)."""
+PLANS = {"plain": PLAIN, "cpu": CPU}
+PLAN_SETTINGS = ("auto", *PLANS)  # the `plan` setting's values
+
+
+def execution_plan(platform: Optional[str] = None, setting: str = "auto") -> ExecutionPlan:
+    """The plan that the `plan` setting names: `setting` "plain" or "cpu", or "auto": the plan
+    for `platform` ("cpu", "gpu", "tpu"; default: JAX's default backend's)."""
+    if setting != "auto":
+        return PLANS[setting]
     if platform is None:
         import jax
 
         platform = jax.default_backend()
     return CPU if platform == "cpu" else PLAIN
+
+
+def plan_name(plan: ExecutionPlan) -> str:
+    """The name of `plan` as summary.json and a checkpoint's record give it: "plain", "cpu", or
+    "custom" for a plan given from Python with other paths."""
+    return next((name for name, known in PLANS.items() if known == plan), "custom")

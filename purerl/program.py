@@ -93,8 +93,8 @@ def make_program(config: Config, chunk: Optional[int] = None, *,
             (`ppo_term` states the protocol).
         optimizer: `HyperParams -> optax.GradientTransformation` of the parameter tree
             (`purerl.learner`); default: Adam after global-norm clipping.
-        plan: the faster paths to take (`purerl.plan`); default: those of the devices'
-            platform.
+        plan: the faster paths to take (`purerl.plan`); default: those the `plan` setting
+            names (auto: those of the devices' platform).
 
     Returns:
         The `Program`: `init`, `run` and `train` over the members `[S, ...]`, and what they
@@ -113,7 +113,7 @@ def make_program(config: Config, chunk: Optional[int] = None, *,
         algorithm = (make_ppo if config.algorithm is None
                      else load_callable("algorithm", config.algorithm))
     env, env_params = make_env(config.env)
-    plan = execution_plan(jax.devices()[0].platform) if plan is None else plan
+    plan = execution_plan(jax.devices()[0].platform, config.plan) if plan is None else plan
     num_seeds, num_updates = config.num_members, config.num_updates  # seeds: all members
     split_envs = env_devices(num_seeds, num_devices) > 1
     ppo = algorithm(config, env, env_params,

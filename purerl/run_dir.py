@@ -61,9 +61,11 @@ def lock_run_dir(run_dir: Path) -> Iterator[None]:
             handle.close()
 
 
-def resume_point(config: Config, run_dir: Path, checkpoints, num_devices: int) -> Optional[int]:
-    """The update to resume from (None for a new run), after checking that the run directory
-    fits the request (`resume`: false, true or auto); raises ConfigError."""
+def resume_point(config: Config, run_dir: Path, checkpoints, num_devices: int,
+                 plan: str) -> Optional[int]:
+    """The update to resume from (None for a new run) on `num_devices` devices with the plan
+    named `plan`, after checking that the run directory fits the request (`resume`: false,
+    true or auto); raises ConfigError."""
     from purerl.checkpoint import check_resumable
 
     latest = checkpoints.latest()
@@ -92,7 +94,7 @@ def resume_point(config: Config, run_dir: Path, checkpoints, num_devices: int) -
             + ": pass resume=auto to start a run there, or the run's own directory as "
             "hydra.run.dir=...")
     update, record = checkpoints.record_intact(latest)
-    check_resumable(record, config, num_devices, run_dir)
+    check_resumable(record, config, num_devices, run_dir, plan)
     return update
 
 

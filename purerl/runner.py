@@ -10,7 +10,7 @@ import logging
 import math
 import time
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from purerl.compiling import ProgramCache
 from purerl.config import Config
@@ -18,7 +18,8 @@ from purerl.events import PBT_LOG, Chunk, Event, Run, default_events
 from purerl.signals import StopSignals
 
 log = logging.getLogger("purerl")
-CHUNKS = 50  # about this many chunks per run: the progress bar's refresh
+CHUNKS = 50  # at least about this many chunks per run: the progress bar's refresh
+FIRST_CHUNK = 1  # updates in a run's first chunk, which measures how long an update takes
 
 
 def run(config: Config, run_dir, events: Sequence[Event] = (), *,
@@ -28,7 +29,8 @@ def run(config: Config, run_dir, events: Sequence[Event] = (), *,
     Compiles the programs, opens or resumes the run directory, then runs chunks of updates
     with the events between them, and writes metrics.jsonl, summary.json, checkpoints/,
     TensorBoard events and learning_curve.png there. It never ends the process: Ctrl-C and
-    SIGTERM / SIGUSR1 end the run after the chunk in flight and its checkpoint.
+    SIGTERM / SIGUSR1 end the run after the chunk in flight (at most about `chunk_s`
+    seconds of training) and its checkpoint.
 
     Args:
         config: the run's settings (checked with `validate`).
@@ -67,6 +69,7 @@ def _run(config: Config, run_dir: Path, events: Sequence[Event], cache: Optional
     import jax
 
     from purerl.checkpoint import BEST, CHECKPOINTS, Checkpoints
+    from purerl.plan import plan_name
     from purerl.program import make_program
     from purerl.run_dir import params_from, resume_point
     from purerl.runtime import use_compile_cache
@@ -76,7 +79,8 @@ def _run(config: Config, run_dir: Path, events: Sequence[Event], cache: Optional
     num_updates = config.num_updates
     program = make_program(config, chunk=max(1, math.ceil(num_updates / CHUNKS)), **given)
     checkpoints = Checkpoints(run_dir / CHECKPOINTS, keep=config.checkpoint.keep, owner=True)
-    resume_from = resume_point(config, run_dir, checkpoints, program.num_devices)
+    plan = plan_name(program.plan)
+    resume_from = resume_point(config, run_dir, checkpoints, program.num_devices, plan)
     key = jax.random.key(config.seed)
     init_params = None
     if config.init_from:
@@ -92,7 +96,8 @@ def _run(config: Config, run_dir: Path, events: Sequence[Event], cache: Optional
         config, program, key)
     best = (Checkpoints(run_dir / CHECKPOINTS / BEST, keep=1, owner=True)
             if config.checkpoint.best else None)
-    active = Run(config, run_dir, programs, program.num_devices, key, checkpoints, best)
+    active = Run(config, run_dir, programs, program.num_devices, key, checkpoints, best,
+                 plan=plan)
     try:
         _open_or_resume(active, resume_from, init_params)
         _open_sinks(active, resumed=resume_from is not None)
@@ -171,13 +176,37 @@ def _next_stop(run: Run, events: List[Event], chunk: int) -> int:
     return min(chunk, min(stops) - run.update)
 
 
-def _train(run: Run, events: List[Event], chunk: int) -> None:
-    """Chunks of at most `chunk` updates until the run ends or an event ends it; after each,
-    the events that are due, in order (`_handle`)."""
+def chunk_updates(updates: int, seconds: float, chunk_s: float, room: int) -> int:
+    """Updates in the next chunk: as many as fit in `chunk_s` seconds at the pace of the last
+    chunk (`updates` in `seconds`), at least 1 and at most `room`.
+
+    Args:
+        updates: the updates the last chunk ran.
+        seconds: the time they took (the longest of the processes).
+        chunk_s: the `chunk_s` setting.
+        room: the most updates a chunk holds (the compiled chunk program's).
+
+    Returns:
+        The next chunk's number of updates, before the events' stops (`_next_stop`).
+    """
+    if seconds <= 0:
+        return room
+    return max(1, min(room, int(chunk_s * updates / seconds)))
+
+
+def _train(run: Run, events: List[Event], room: int) -> None:
+    """Chunks of updates until the run ends or an event ends it; after each, the events that
+    are due, in order (`_handle`). The first chunk runs `FIRST_CHUNK` updates; each one after
+    as many as fit in `chunk_s` seconds at the last one's pace, at most `room`, so that stop
+    signals and time-based checkpoints are answered within about `chunk_s`."""
     run.last_checkpoint = time.monotonic()
+    size = min(room, FIRST_CHUNK)
     with StopSignals() as signals:
         while run.update < run.config.num_updates and run.status == "completed":
-            _handle(run, events, _run_chunk(run, _next_stop(run, events, chunk), signals))
+            num = _next_stop(run, events, size)
+            chunk, seconds = _run_chunk(run, num, signals)
+            size = chunk_updates(num, seconds, run.config.chunk_s, room)
+            _handle(run, events, chunk)
 
 
 def _handle(run: Run, events: List[Event], chunk: Chunk) -> None:
@@ -224,10 +253,11 @@ def _keep_work(run: Run, chunk: Chunk, rest: List[Event], error: Exception) -> N
                   "hydra.run.dir=%s", run.update, run.run_dir)
 
 
-def _run_chunk(run: Run, num: int, signals: StopSignals) -> Chunk:
+def _run_chunk(run: Run, num: int, signals: StopSignals) -> Tuple[Chunk, float]:
     """Runs `num` updates and keeps those before the first non-finite one (the NaN guard);
     the chunk says whether a stop signal came and a checkpoint is due by the clock, the same
-    in every process."""
+    in every process. Returns the chunk and the seconds its updates took, the longest of the
+    processes (so that every process sizes the next chunk alike)."""
     import jax
     import numpy as np
 
@@ -238,10 +268,13 @@ def _run_chunk(run: Run, num: int, signals: StopSignals) -> Chunk:
     tick = time.perf_counter()
     state, metrics = run.programs.run_chunk(run.state, np.int32(num))
     metrics = jax.tree.map(lambda x: np.asarray(x)[:, :num], to_host(metrics))
-    run.train_s += time.perf_counter() - tick
+    seconds = time.perf_counter() - tick
+    run.train_s += seconds
     every_s = run.config.checkpoint.every_s
-    stop_signal, checkpoint_due = process_max(  # every process stops, saves at the same chunk
-        [signals.received or 0, every_s > 0 and time.monotonic() - run.last_checkpoint >= every_s])
+    # Every process stops, saves and sizes its next chunk at the same chunk
+    stop_signal, checkpoint_due, milliseconds = process_max(
+        [signals.received or 0, every_s > 0 and time.monotonic() - run.last_checkpoint >= every_s,
+         math.ceil(seconds * 1000)])
     flags = np.bitwise_or.reduce(metrics.nonfinite, axis=0)  # [num], over seeds
     good = int(np.argmax(flags != 0)) if flags.any() else num
     metrics = jax.tree.map(lambda x: x[:, :good], metrics)
@@ -254,7 +287,7 @@ def _run_chunk(run: Run, num: int, signals: StopSignals) -> Chunk:
                   checkpoint_due=bool(checkpoint_due))
     run.history.extend(metrics)
     run.state, run.update = state, run.update + good
-    return chunk
+    return chunk, milliseconds / 1000
 
 
 def _finish(run: Run) -> Dict:

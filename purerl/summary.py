@@ -29,6 +29,7 @@ def run_summary(run: Run) -> Dict:
         "env": config.env.name,
         "status": run.status,
         "num_seeds": config.num_seeds,
+        "plan": run.plan,
         "devices": run.num_devices,
         "processes": jax.process_count(),
         "updates": history.num_updates,

@@ -24,6 +24,7 @@ from purerl.config import (
     SweepConfig,
     env_devices,
 )
+from purerl.plan import PLAN_SETTINGS
 
 
 def validate(config: Config, num_devices: Optional[int] = 1) -> Config:
@@ -52,6 +53,10 @@ def validate(config: Config, num_devices: Optional[int] = 1) -> Config:
     if config.cpu_devices < 0:
         raise ConfigError(f"cpu_devices={config.cpu_devices} must be >= 0 (0: one per core, as "
                           "many as divide the members evenly)")
+    if config.plan not in PLAN_SETTINGS:
+        raise ConfigError(f"plan={config.plan!r} is not one of {', '.join(PLAN_SETTINGS)}")
+    if not (math.isfinite(config.chunk_s) and config.chunk_s > 0):
+        raise ConfigError(f"chunk_s={config.chunk_s} must be > 0 seconds")
     if config.prng_impl not in PRNG_IMPLS:
         raise ConfigError(f"prng_impl={config.prng_impl!r} is not one of {', '.join(PRNG_IMPLS)}")
     _positive("log_every", config.log_every)

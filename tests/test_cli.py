@@ -171,15 +171,6 @@ def test_serialized_network_learns_cartpole(cli, tmp_path):
     assert json.loads((tmp_path / "summary.json").read_text())["final_return"] >= 475
 
 
-def test_two_devices_run_and_learn(cli, tmp_path):
-    result = cli("+env=cartpole", f"hydra.run.dir={tmp_path}",
-                 env={"XLA_FLAGS": "--xla_force_host_platform_device_count=2"})
-    assert result.returncode == 0, result.stderr
-    summary = json.loads((tmp_path / "summary.json").read_text())
-    assert summary["devices"] == 2
-    assert summary["final_return"] >= 475, summary
-
-
 def test_compile_cache_setting(cli, tmp_path):
     """compile_cache=PATH moves JAX's persistent compilation cache; by default it is
     $JAX_COMPILATION_CACHE_DIR when set, where another seed's run finds every program it

@@ -8,7 +8,7 @@ import pytest
 from conftest import run_cli, tiny_config
 
 import purerl
-from purerl.checkpoint import CHECKPOINTS, Checkpoints
+from purerl.checkpoint import CHECKPOINTS, Checkpoints, restore_run
 from purerl.compiling import ProgramCache
 from purerl.events import Event
 
@@ -113,3 +113,70 @@ def test_stop_at_return_after_an_evaluation(tmp_path, cache):
                          cache=cache)
     assert summary["status"] == "stopped" and summary["updates"] == 2
     assert summary["stopped_by"] == "stop_at_return"
+
+
+class ChunkSizes(Event):
+    """Records how many updates each chunk ran."""
+
+    def __init__(self):
+        self.sizes = []
+
+    def handle(self, run, chunk):
+        self.sizes.append(run.update - chunk.previous)
+
+
+def test_chunk_updates_fit_chunk_s_at_the_last_chunks_pace():
+    """10 updates in 5 s: 60 fit in 30 s, cut to the room; a slow update still runs alone; a
+    chunk too quick to time fills the room."""
+    from purerl.runner import chunk_updates
+
+    assert chunk_updates(10, 5.0, 30.0, 1000) == 60
+    assert chunk_updates(10, 5.0, 30.0, 50) == 50
+    assert chunk_updates(1, 100.0, 30.0, 50) == 1
+    assert chunk_updates(3, 0.0, 30.0, 50) == 50
+
+
+def test_chunks_last_at_most_chunk_s_and_leave_the_result_as_it_was(tmp_path, cache):
+    """200 updates, room for 4 per chunk (1/50 of the run): the first chunk runs one update,
+    then as many as fit in chunk_s: with chunk_s tiny every chunk is one update, with chunk_s
+    huge the room; the metrics are the same whatever the chunks."""
+    import dataclasses
+
+    config = _config(**{"total_timesteps": 64 * 200, "checkpoint.every": 0})
+    rows, sizes = [], []
+    for name, chunk_s in (("tiny", 1e-9), ("huge", 1e9)):
+        sizer = ChunkSizes()
+        purerl.run(dataclasses.replace(config, chunk_s=chunk_s), tmp_path / name,
+                   events=[sizer], cache=cache)
+        sizes.append(sizer.sizes)
+        rows.append(_rows(tmp_path / name))
+    assert sizes == [[1] * 200, [1] + [4] * 49 + [3]]
+    assert rows[0] == rows[1] and len(rows[0]) == 200
+
+
+class RaiseOnNonfinite(Event):
+    """Raises after the chunk whose updates went non-finite."""
+
+    def handle(self, run, chunk):
+        if chunk.nonfinite:
+            raise RuntimeError("an event failed after a non-finite update")
+
+
+def test_a_state_that_went_nonfinite_is_never_saved(tmp_path):
+    """NaNChain's reward turns NaN (with seed 1 first at update 18); an event raises on that
+    chunk: what trained before is kept, but the chunk's state, which went non-finite, is not
+    saved under the last good update: the newest checkpoint is the periodic one before it, and
+    it holds finite params and optimizer state."""
+    import jax
+
+    config = _config(**{"env.name": "custom_envs:NaNChain", "seed": 1, "total_timesteps": 6400,
+                        "checkpoint.every": 5})
+    with pytest.raises(RuntimeError, match="an event failed after a non-finite update"):
+        purerl.run(config, tmp_path, events=[RaiseOnNonfinite()])
+    checkpoints = Checkpoints(tmp_path / CHECKPOINTS)
+    bad = len(_rows(tmp_path)) + 1
+    assert bad < config.num_updates and checkpoints.latest() == (bad - 1) // 5 * 5
+    saved = restore_run(tmp_path)
+    assert saved.update == checkpoints.latest()
+    for leaf in jax.tree.leaves((saved.state.params, saved.state.opt_state)):
+        assert np.isfinite(np.asarray(leaf)).all()

@@ -19,7 +19,7 @@ from purerl.signals import exit_code_of, status_of
 
 
 def _resume_point(config, run_dir):
-    return resume_point(config, run_dir, Checkpoints(run_dir / "checkpoints"), 1)
+    return resume_point(config, run_dir, Checkpoints(run_dir / "checkpoints"), 1, "cpu")
 
 
 def test_resume_auto_starts_where_no_run_saved_and_refuses_foreign_files(make_config, tmp_path,

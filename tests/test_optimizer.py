@@ -1,14 +1,15 @@
 """The learner's optimizer on the parameter tree: a user's optax optimizer through `make_ppo`,
-and `flat_update`, the default's CPU layout."""
+and the raveled layout the CPU plan steps the default's state in."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
+from jax.flatten_util import ravel_pytree
 
 from purerl.envs import make_env
-from purerl.learner import default_optimizer, flat_update, make_optimizer
+from purerl.learner import default_optimizer, make_optimizer, ravel_like_params, unravel_like_params
 from purerl.ppo import make_ppo
 from purerl.schedules import hyperparams_from_config
 
@@ -51,35 +52,33 @@ def test_a_multi_transform_freezes_the_value_head(make_config, target_kl):
     assert int(new_state.opt_state.inner_states["trained"].inner_state[1].count) == 4
 
 
-def test_flat_update_is_the_tree_update_on_one_vector(make_config):
-    """`flat_update(make_optimizer(...))` steps a param tree as the optimizer does on the tree
-    (up to the order of the global norm's sums); its state holds `[P]` vectors."""
-    keys = jax.random.split(jax.random.key(0), 4)
-    params = {"a": jax.random.normal(keys[0], (3, 4)), "b": {"c": jax.random.normal(keys[1], (5,))}}
-    grads = [jax.tree.map(lambda x, k=k: 3.0 * jax.random.normal(k, x.shape), params)
-             for k in keys[2:]]
-    tree, flat = make_optimizer(0.5, 1e-2), flat_update(make_optimizer(0.5, 1e-2))
-    results = []
-    for optimizer in (tree, flat):
-        p, opt_state = params, optimizer.init(params)
-        for g in grads:
-            updates, opt_state = optimizer.update(g, opt_state, p)
-            p = optax.apply_updates(p, updates)
-        results.append((p, opt_state))
-    (tree_params, _), (flat_params, flat_state) = results
-    for a, b in zip(jax.tree.leaves(tree_params), jax.tree.leaves(flat_params)):
-        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-6, atol=1e-7)
-    assert flat_state[1].mu.shape == (17,) and int(flat_state[1].count) == 2
+def test_the_optimizer_state_ravels_and_unravels_like_the_params():
+    """`ravel_like_params` turns each param-shaped subtree of an optimizer state (Adam's `mu`
+    and `nu`) into one vector in `ravel_pytree`'s order, leading (member) axes kept, and leaves
+    the rest; `unravel_like_params` gives the state back exactly."""
+    keys = jax.random.split(jax.random.key(0), 3)
+    params = {"a": jax.random.normal(keys[0], (2, 3, 4)),
+              "b": {"c": jax.random.normal(keys[1], (2, 5))}}  # 2 members
+    state = jax.vmap(make_optimizer(0.5, 1e-2).init)(params)
+    state = jax.tree.map(lambda x: x + jax.random.normal(keys[2], x.shape).astype(x.dtype)
+                         if x.dtype == jnp.float32 else x, state)
+    flat = ravel_like_params(state, params, lead=1)
+    adam, flat_adam = state[1], flat[1]
+    assert flat_adam.mu.shape == flat_adam.nu.shape == (2, 17)
+    assert flat_adam.count.shape == (2,)
+    for member in range(2):
+        tree_mu = jax.tree.map(lambda x, m=member: x[m], adam.mu)
+        np.testing.assert_array_equal(flat_adam.mu[member], ravel_pytree(tree_mu)[0])
+    back = unravel_like_params(flat, state, params, lead=1)
+    assert jax.tree.structure(back) == jax.tree.structure(state)
+    for a, b in zip(jax.tree.leaves(back), jax.tree.leaves(state)):
+        np.testing.assert_array_equal(a, b)
 
 
-def test_the_default_optimizer_is_flat_in_the_cpu_plan(make_config):
-    """The default optimizer is Adam on the tree; the CPU's plan takes `flat_update`."""
-    from purerl.plan import CPU, PLAIN
-
+def test_the_default_optimizer_is_adam_on_the_tree_in_every_plan(make_config):
+    """The default optimizer's state is optax's of the param tree: what the learner keeps
+    between updates and a checkpoint holds, whichever plan runs."""
     hp = hyperparams_from_config(make_config())
     params = {"a": jnp.zeros((3, 4)), "b": jnp.zeros(5)}
-    assert (PLAIN.flat_optimizer, CPU.flat_optimizer) == (False, True)
-    tree = default_optimizer(hp).init(params)[1]
-    flat = default_optimizer(hp, flat=CPU.flat_optimizer).init(params)[1]
-    assert jax.tree.structure(tree.mu) == jax.tree.structure(params)
-    assert flat.mu.shape == (17,)
+    adam = default_optimizer(hp).init(params)[1]
+    assert jax.tree.structure(adam.mu) == jax.tree.structure(params)

@@ -1,7 +1,6 @@
 """Sweeps inside the program: `sweep.<name>=[...]` grid points x seeds, one vmapped batch."""
 
 import json
-import shutil
 import subprocess
 import sys
 
@@ -141,18 +140,21 @@ def test_a_sweep_resumes_bit_identical(sweep_run, tmp_path):
     assert summaries[0] == summaries[1]
 
 
-def test_resuming_on_another_device_count_is_one_line_naming_cpu_devices(sweep_run, tmp_path):
-    """The run's device count shapes its result: resuming it on another is refused before
-    anything compiles, with the setting that gives the run its count back."""
-    run_dir = tmp_path / "run"
-    shutil.copytree(sweep_run[0], run_dir)
+def test_a_sweep_resumes_on_another_device_count(sweep_run, tmp_path):
+    """The members split over the devices (4 over the CPU's cores): resumed from the
+    checkpoint of update 16 on another device count, the run goes on from there, says so in
+    its log, and keeps its rows up to the checkpoint."""
+    run_dir, _ = sweep_run
     devices = json.loads((run_dir / "summary.json").read_text())["devices"]
     other = 1 if devices > 1 else 2
-    result = run_cli(*SWEEP, f"cpu_devices={other}", "resume=true", f"hydra.run.dir={run_dir}")
-    assert result.returncode == 2
-    assert result.stderr.strip() == (
-        f"purerl: error: resume=true: {run_dir} was trained on {devices} device(s), this run "
-        f"has {other} (on a CPU, cpu_devices={devices} gives it as many)")
+    resumed = tmp_path / "resumed"
+    result = resume_from_checkpoint(run_dir, resumed, 16, *SWEEP, f"cpu_devices={other}")
+    assert (f"was trained on {devices} device(s) of 1 process(es) with plan cpu, this run has "
+            f"{other} device(s)") in result.stdout
+    summary = json.loads((resumed / "summary.json").read_text())
+    assert (summary["devices"], summary["updates"], summary["status"]) == (other, 48, "completed")
+    rows = [(d / "metrics.jsonl").read_text().splitlines() for d in (run_dir, resumed)]
+    assert rows[0][:16] == rows[1][:16] and len(rows[1]) == 48
 
 
 def test_a_hydra_sweep_with_a_diverging_job_finishes_the_others(tmp_path):
