@@ -159,7 +159,7 @@ class EvalConfig:
 @dataclass
 class CheckpointConfig:
     every: int = 0  # updates between checkpoints; 0 = only the final one (always written)
-    # seconds between checkpoints (beside `every`), checked after each chunk; 0 = off
+    # seconds between checkpoints (beside `every`; a chunk of updates ends when one is due); 0 = off
     every_s: float = 600.0
     keep: int = 3  # newest checkpoints kept
     best: bool = False  # also keep the checkpoint with the best eval return (first temperature)

@@ -197,16 +197,34 @@ def chunk_updates(updates: int, seconds: float, chunk_s: float, room: int) -> in
 def _train(run: Run, events: List[Event], room: int) -> None:
     """Chunks of updates until the run ends or an event ends it; after each, the events that
     are due, in order (`_handle`). The first chunk runs `FIRST_CHUNK` updates; each one after
-    as many as fit in `chunk_s` seconds at the last one's pace, at most `room`, so that stop
-    signals and time-based checkpoints are answered within about `chunk_s`."""
+    as many as fit in `chunk_s` seconds at the last one's pace (fewer when a time-based
+    checkpoint falls due sooner), at most `room`, so that stop signals are answered within
+    about `chunk_s` and time-based checkpoints within about one update of their time."""
     run.last_checkpoint = time.monotonic()
     size = min(room, FIRST_CHUNK)
     with StopSignals() as signals:
         while run.update < run.config.num_updates and run.status == "completed":
-            num = _next_stop(run, events, size)
-            chunk, seconds = _run_chunk(run, num, signals)
-            size = chunk_updates(num, seconds, run.config.chunk_s, room)
+            chunk, size = _run_chunk(run, _next_stop(run, events, size), signals, room)
             _handle(run, events, chunk)
+
+
+def chunk_time_budget(config: Config, since_checkpoint: float, due: bool) -> float:
+    """How long the next chunk may train: `chunk_s`, or less when a time-based checkpoint
+    falls due sooner (`checkpoint.every_s` after the last one; when one is due after this
+    chunk, after that one).
+
+    Args:
+        config: the run's settings (`chunk_s`, `checkpoint.every_s`).
+        since_checkpoint: seconds since the last checkpoint (or the start).
+        due: a time-based checkpoint is due after this chunk.
+
+    Returns:
+        The next chunk's seconds of training, for `chunk_updates`.
+    """
+    every_s = config.checkpoint.every_s
+    if every_s <= 0:
+        return config.chunk_s
+    return min(config.chunk_s, every_s if due else every_s - since_checkpoint)
 
 
 def _handle(run: Run, events: List[Event], chunk: Chunk) -> None:
@@ -253,11 +271,11 @@ def _keep_work(run: Run, chunk: Chunk, rest: List[Event], error: Exception) -> N
                   "hydra.run.dir=%s", run.update, run.run_dir)
 
 
-def _run_chunk(run: Run, num: int, signals: StopSignals) -> Tuple[Chunk, float]:
+def _run_chunk(run: Run, num: int, signals: StopSignals, room: int) -> Tuple[Chunk, int]:
     """Runs `num` updates and keeps those before the first non-finite one (the NaN guard);
-    the chunk says whether a stop signal came and a checkpoint is due by the clock, the same
-    in every process. Returns the chunk and the seconds its updates took, the longest of the
-    processes (so that every process sizes the next chunk alike)."""
+    the chunk says whether a stop signal came and a checkpoint is due by the clock. Returns
+    the chunk and the next chunk's updates (at most `room`, `chunk_updates` at this chunk's
+    pace), each decided alike in every process."""
     import jax
     import numpy as np
 
@@ -271,10 +289,13 @@ def _run_chunk(run: Run, num: int, signals: StopSignals) -> Tuple[Chunk, float]:
     seconds = time.perf_counter() - tick
     run.train_s += seconds
     every_s = run.config.checkpoint.every_s
-    # Every process stops, saves and sizes its next chunk at the same chunk
-    stop_signal, checkpoint_due, milliseconds = process_max(
-        [signals.received or 0, every_s > 0 and time.monotonic() - run.last_checkpoint >= every_s,
-         math.ceil(seconds * 1000)])
+    since_checkpoint = time.monotonic() - run.last_checkpoint
+    due = every_s > 0 and since_checkpoint >= every_s
+    budget = chunk_time_budget(run.config, since_checkpoint, due)
+    fits = chunk_updates(num, seconds, budget, room)
+    # Every process stops and saves at the same chunk, and runs as many updates next as the
+    # one that fits the fewest
+    stop_signal, checkpoint_due, fewest = process_max([signals.received or 0, due, -fits])
     flags = np.bitwise_or.reduce(metrics.nonfinite, axis=0)  # [num], over seeds
     good = int(np.argmax(flags != 0)) if flags.any() else num
     metrics = jax.tree.map(lambda x: x[:, :good], metrics)
@@ -287,7 +308,7 @@ def _run_chunk(run: Run, num: int, signals: StopSignals) -> Tuple[Chunk, float]:
                   checkpoint_due=bool(checkpoint_due))
     run.history.extend(metrics)
     run.state, run.update = state, run.update + good
-    return chunk, milliseconds / 1000
+    return chunk, -fewest
 
 
 def _finish(run: Run) -> Dict:

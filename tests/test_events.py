@@ -136,6 +136,22 @@ def test_chunk_updates_fit_chunk_s_at_the_last_chunks_pace():
     assert chunk_updates(3, 0.0, 30.0, 50) == 50
 
 
+def test_a_chunk_ends_by_chunk_s_or_at_the_next_time_based_checkpoint():
+    """chunk_s=30: a checkpoint every 600 s, the last 590 s ago, leaves 10 s; one due after
+    this chunk leaves chunk_s; every 3 s, 3; none (every_s=0), chunk_s."""
+    import dataclasses
+
+    from purerl.runner import chunk_time_budget
+
+    config = dataclasses.replace(_config(), chunk_s=30.0)
+    every = lambda seconds: dataclasses.replace(  # noqa: E731
+        config, checkpoint=dataclasses.replace(config.checkpoint, every_s=seconds))
+    assert chunk_time_budget(every(600.0), 590.0, due=False) == 10.0
+    assert chunk_time_budget(every(600.0), 601.0, due=True) == 30.0
+    assert chunk_time_budget(every(3.0), 3.5, due=True) == 3.0
+    assert chunk_time_budget(every(0.0), 1e6, due=False) == 30.0
+
+
 def test_chunks_last_at_most_chunk_s_and_leave_the_result_as_it_was(tmp_path, cache):
     """200 updates, room for 4 per chunk (1/50 of the run): the first chunk runs one update,
     then as many as fit in chunk_s: with chunk_s tiny every chunk is one update, with chunk_s
