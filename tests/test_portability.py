@@ -167,21 +167,29 @@ print(json.dumps(purerl.run(config, run_dir)))
 """
 
 
-@pytest.mark.parametrize("trained_on, resumed_on", [(2, 1), (1, 2)])
-def test_a_run_resumes_on_another_number_of_devices(tmp_path, trained_on, resumed_on):
-    """CartPole trained for 250k steps on N forced CPU devices (one seed: its envs split over
-    them), then on M to 750k: the resumed run starts from the saved params, optimizer and env
-    states, on M devices, and solves CartPole."""
-    _cli_ok("+env=cartpole", "total_timesteps=250_000", f"cpu_devices={trained_on}",
-            "log.progress=false", f"hydra.run.dir={tmp_path}")
-    assert _summary(tmp_path)["devices"] == trained_on
-    script = tmp_path / "resume.py"
+def _resume_on(devices: int, run_dir, total: int) -> dict:
+    """Resumes `run_dir` to `total` steps on `devices` forced CPU devices (RESUME's checks);
+    returns its summary."""
+    script = run_dir.parent / "resume.py"
     script.write_text(RESUME)
-    forced = f"--xla_force_host_platform_device_count={resumed_on}"
-    result = subprocess.run([sys.executable, str(script), str(tmp_path), "750000"], cwd=REPO,
+    forced = f"--xla_force_host_platform_device_count={devices}"
+    result = subprocess.run([sys.executable, str(script), str(run_dir), str(total)], cwd=REPO,
                             env=cli_env({"XLA_FLAGS": forced}), capture_output=True, text=True,
                             timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
-    summary = json.loads(result.stdout.strip().splitlines()[-1])
-    assert summary["devices"] == resumed_on and summary["updates"] == 1464
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_a_run_resumes_on_another_number_of_devices(tmp_path):
+    """CartPole trained for 250k steps on 2 forced CPU devices (one seed: its envs split over
+    them), resumed on 1 to 500k, then on 2 again to 750k: each resumed run starts from the
+    saved params, optimizer and env states, on its devices, and the run solves CartPole."""
+    run_dir = tmp_path / "run"
+    _cli_ok("+env=cartpole", "total_timesteps=250_000", "cpu_devices=2", "log.progress=false",
+            f"hydra.run.dir={run_dir}")
+    assert _summary(run_dir)["devices"] == 2
+    summary = _resume_on(1, run_dir, 500_000)
+    assert (summary["devices"], summary["updates"]) == (1, 976)
+    summary = _resume_on(2, run_dir, 750_000)
+    assert (summary["devices"], summary["updates"]) == (2, 1464)
     assert summary["final_return"] >= 475, summary
