@@ -20,7 +20,7 @@ import logging
 import shutil
 import sys
 from pathlib import Path
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple
 
 import jax
 
@@ -176,26 +176,26 @@ class Checkpoints:
             self._orbax_manager.close()
 
 
-def _saved_layouts(abstract: Any) -> List[Tuple[Any, Callable[[Any], Any]]]:
+def _saved_layouts(abstract: Any) -> Iterator[Tuple[Any, Callable[[Any], Any]]]:
     """The layouts a saved state may have, each with the conversion of a state restored in it
-    to `abstract`'s: `abstract` itself, then (for a `RunnerState` whose optimizer state holds
-    param-shaped trees) purerl 0.2.0's CPU-plan layout, those trees raveled into `[S, P]`."""
+    to `abstract`'s, the next made only when the one before did not fit: `abstract` itself,
+    then (for a `RunnerState` whose optimizer state holds param-shaped trees) purerl 0.2.0's
+    CPU-plan layout, those trees raveled into `[S, P]`."""
     from purerl.learner import ravel_like_params, unravel_like_params
 
-    layouts = [(abstract, lambda state: state)]
+    yield abstract, lambda state: state
     if not (_is_record(abstract) and hasattr(abstract, "opt_state")):
-        return layouts
+        return
     params, opt_state = abstract.params, abstract.opt_state
     flat = jax.eval_shape(lambda s, p: ravel_like_params(s, p, lead=1), opt_state, params)
     if jax.tree.structure(flat) == jax.tree.structure(opt_state):
-        return layouts
+        return
     sharding = jax.tree.leaves(params)[0].sharding  # the optimizer state's, as the params'
     flat = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding), flat)
     as_tree = jax.jit(lambda saved: unravel_like_params(saved, opt_state, params, lead=1),
                       out_shardings=jax.tree.map(lambda x: x.sharding, opt_state))
-    layouts.append((abstract._replace(opt_state=flat),
-                    lambda state: state._replace(opt_state=as_tree(state.opt_state))))
-    return layouts
+    yield (abstract._replace(opt_state=flat),
+           lambda state: state._replace(opt_state=as_tree(state.opt_state)))
 
 
 def _first_line(error: Exception) -> str:

@@ -182,7 +182,7 @@ def chunk_updates(updates: int, seconds: float, chunk_s: float, room: int) -> in
 
     Args:
         updates: the updates the last chunk ran.
-        seconds: the time they took (the longest of the processes).
+        seconds: the time they took in this process.
         chunk_s: the `chunk_s` setting.
         room: the most updates a chunk holds (the compiled chunk program's).
 

@@ -60,6 +60,13 @@ def run_cli(*args: str, env: dict | None = None,
                           env=cli_env(env), capture_output=True, text=True, timeout=timeout)
 
 
+def run_cli_ok(*args: str) -> subprocess.CompletedProcess:
+    """`run_cli(*args)`, which must exit 0 (else the test fails with its stderr's end)."""
+    result = run_cli(*args)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
 @pytest.fixture
 def cli():
     return run_cli
@@ -99,6 +106,4 @@ def resume_from_checkpoint(run_dir: Path, copy: Path, keep_until: int, *args: st
         if checkpoint.name.isdigit() and int(checkpoint.name) > keep_until:
             shutil.rmtree(checkpoint)
     (copy / "summary.json").unlink()
-    result = run_cli(*args, "resume=true", f"hydra.run.dir={copy}")
-    assert result.returncode == 0, result.stderr[-3000:]
-    return result
+    return run_cli_ok(*args, "resume=true", f"hydra.run.dir={copy}")

@@ -10,7 +10,7 @@ import sys
 import jax
 import numpy as np
 import pytest
-from conftest import REPO, cli_env, resume_from_checkpoint, run_cli
+from conftest import REPO, cli_env, resume_from_checkpoint, run_cli_ok
 from jax.flatten_util import ravel_pytree
 
 import purerl
@@ -20,12 +20,6 @@ TINY = ["+env=cartpole", "ppo.num_steps=32", "ppo.num_epochs=2", "ppo.num_miniba
         "network.hidden_sizes=[16,16]", "log.progress=false", "log.tensorboard=false",
         "eval.num_episodes=2"]
 FIXTURE = REPO / "tests" / "fixtures" / "run_0.2.0"  # a CartPole run of purerl 0.2.0's CPU plan
-
-
-def _cli_ok(*args, env=None):
-    result = run_cli(*args, env=env)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return result
 
 
 def _module_ok(module, *args):
@@ -55,7 +49,7 @@ def _is_tree_layout(state) -> bool:
 def plain_run(tmp_path_factory):
     """16 updates on the plain plan (what a GPU or TPU runs), checkpoints at 8 and 16."""
     run_dir = tmp_path_factory.mktemp("plain")
-    _cli_ok(*TINY, "total_timesteps=2048", "checkpoint.every=8", "plan=plain",
+    run_cli_ok(*TINY, "total_timesteps=2048", "checkpoint.every=8", "plan=plain",
             f"hydra.run.dir={run_dir}")
     return run_dir
 
@@ -81,12 +75,12 @@ def test_a_plain_plan_checkpoint_is_read_on_the_cpu_plan(plain_run, tmp_path):
     assert exported.stat().st_size > 0
 
     started = tmp_path / "started"
-    _cli_ok(*TINY, "total_timesteps=128", f"init_from={plain_run}", f"hydra.run.dir={started}")
+    run_cli_ok(*TINY, "total_timesteps=128", f"init_from={plain_run}", f"hydra.run.dir={started}")
     assert _summary(started)["plan"] == "cpu"
 
     resumed = tmp_path / "resumed"
     shutil.copytree(plain_run, resumed)
-    _cli_ok(*TINY, "total_timesteps=3072", "checkpoint.every=8", "resume=auto",
+    run_cli_ok(*TINY, "total_timesteps=3072", "checkpoint.every=8", "resume=auto",
             f"hydra.run.dir={resumed}")
     summary = _summary(resumed)
     assert (summary["plan"], summary["updates"], summary["status"]) == ("cpu", 24, "completed")
@@ -107,14 +101,14 @@ def test_a_cpu_plan_run_resumes_and_starts_runs_on_the_plain_plan(tmp_path):
     """The reverse: trained on the CPU plan, resumed (training more) and used by `init_from`
     with plan=plain."""
     trained = tmp_path / "cpu"
-    _cli_ok(*TINY, "total_timesteps=1024", f"hydra.run.dir={trained}")
+    run_cli_ok(*TINY, "total_timesteps=1024", f"hydra.run.dir={trained}")
     assert _summary(trained)["plan"] == "cpu" and _is_tree_layout(restore_run(trained).state)
-    _cli_ok(*TINY, "total_timesteps=2048", "plan=plain", "resume=auto",
+    run_cli_ok(*TINY, "total_timesteps=2048", "plan=plain", "resume=auto",
             f"hydra.run.dir={trained}")
     summary = _summary(trained)
     assert (summary["plan"], summary["updates"]) == ("plain", 16)
     started = tmp_path / "started"
-    _cli_ok(*TINY, "total_timesteps=128", "plan=plain", f"init_from={trained}",
+    run_cli_ok(*TINY, "total_timesteps=128", "plan=plain", f"init_from={trained}",
             f"hydra.run.dir={started}")
     assert _summary(started)["plan"] == "plain"
 
@@ -136,7 +130,7 @@ def test_a_checkpoint_of_purerl_0_2_0_loads_and_resumes(tmp_path):
 
     resumed = tmp_path / "resumed"
     shutil.copytree(FIXTURE, resumed)
-    _cli_ok("+env=cartpole", "env.num_envs=4", "ppo.num_steps=32", "network.hidden_sizes=[8]",
+    run_cli_ok("+env=cartpole", "env.num_envs=4", "ppo.num_steps=32", "network.hidden_sizes=[8]",
             "checkpoint.keep=1", "log.tensorboard=false", "log.progress=false",
             "total_timesteps=4096", "resume=auto", f"hydra.run.dir={resumed}")
     summary = _summary(resumed)
@@ -185,7 +179,7 @@ def test_a_run_resumes_on_another_number_of_devices(tmp_path):
     them), resumed on 1 to 500k, then on 2 again to 750k: each resumed run starts from the
     saved params, optimizer and env states, on its devices, and the run solves CartPole."""
     run_dir = tmp_path / "run"
-    _cli_ok("+env=cartpole", "total_timesteps=250_000", "cpu_devices=2", "log.progress=false",
+    run_cli_ok("+env=cartpole", "total_timesteps=250_000", "cpu_devices=2", "log.progress=false",
             f"hydra.run.dir={run_dir}")
     assert _summary(run_dir)["devices"] == 2
     summary = _resume_on(1, run_dir, 500_000)

@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import REPO, run_cli
+from conftest import REPO, run_cli, run_cli_ok
 
 import purerl
 from purerl.checkpoint import CHECKPOINTS, restore_run
@@ -29,12 +29,6 @@ RECALL = {"env.name": "custom_envs:Recall", "env.num_envs": 8, "ppo.num_steps": 
 TINY_GRU = ["+env=cartpole", "network=gru", "network.rnn_size=8", "network.hidden_sizes=[8]",
             "ppo.num_steps=16", "ppo.num_epochs=2", "ppo.num_minibatches=2", "log.progress=false",
             "eval.num_episodes=2", "eval.max_steps=20"]
-
-
-def _cli_ok(*args):
-    result = run_cli(*args)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return result
 
 
 @pytest.mark.parametrize("cell", ["gru", "lstm"])
@@ -141,7 +135,7 @@ def gru_run(tmp_path_factory):
     """A GRU run through the CLI: 2 seeds, normalized observations, checkpoints every 4 of
     its 12 updates, each kept."""
     run_dir = tmp_path_factory.mktemp("gru")
-    _cli_ok(*TINY_GRU, "num_seeds=2", "env.normalize_obs=true", "total_timesteps=768",
+    run_cli_ok(*TINY_GRU, "num_seeds=2", "env.normalize_obs=true", "total_timesteps=768",
             "checkpoint.every=4", "checkpoint.keep=5", "eval.every=4",
             f"hydra.run.dir={run_dir}")
     return run_dir
@@ -155,7 +149,7 @@ def test_a_resumed_recurrent_run_ends_bit_identical(gru_run, tmp_path):
     for later in (8, 12):
         shutil.rmtree(resumed / CHECKPOINTS / str(later))
     (resumed / "summary.json").unlink()
-    _cli_ok(*TINY_GRU, "num_seeds=2", "env.normalize_obs=true", "total_timesteps=768",
+    run_cli_ok(*TINY_GRU, "num_seeds=2", "env.normalize_obs=true", "total_timesteps=768",
             "checkpoint.every=4", "checkpoint.keep=5", "eval.every=4", "resume=true",
             f"hydra.run.dir={resumed}")
     assert ((resumed / "metrics.jsonl").read_text()
@@ -196,7 +190,7 @@ def test_load_acts_and_evaluates_a_recurrent_and_a_feed_forward_run(gru_run, tmp
         purerl.load(gru_run, member=2)
 
     feed_forward = tmp_path / "mlp"
-    _cli_ok("+env=cartpole", "ppo.num_steps=16", "network.hidden_sizes=[8]",
+    run_cli_ok("+env=cartpole", "ppo.num_steps=16", "network.hidden_sizes=[8]",
             "total_timesteps=128", "log.progress=false", f"hydra.run.dir={feed_forward}")
     policy = purerl.load(feed_forward)
     assert not policy.recurrent and policy.member == 0
@@ -216,7 +210,7 @@ def test_gru_and_lstm_through_the_cli_with_evaluation(gru_run, tmp_path):
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0 and "| " in result.stdout, result.stderr[-3000:]
     assert (gru_run / "episode_T1.0.gif").read_bytes()[:6] == b"GIF89a"
-    _cli_ok("+env=gymnax", "env.name=custom_envs:ComboLock", *TINY_GRU[1:], "network=lstm",
+    run_cli_ok("+env=gymnax", "env.name=custom_envs:ComboLock", *TINY_GRU[1:], "network=lstm",
             "network.rnn_size=8", "network.hidden_sizes=[8]", "env.frame_stack=2",
             "total_timesteps=128", f"hydra.run.dir={tmp_path}")
     config = restore_run(tmp_path).config
@@ -225,7 +219,7 @@ def test_gru_and_lstm_through_the_cli_with_evaluation(gru_run, tmp_path):
 
 def test_init_from_a_recurrent_run(gru_run, tmp_path):
     """A recurrent run started from another's params (a learning rate of ~0 keeps them)."""
-    _cli_ok(*TINY_GRU, "num_seeds=2", "total_timesteps=64", "ppo.lr=1e-12",
+    run_cli_ok(*TINY_GRU, "num_seeds=2", "total_timesteps=64", "ppo.lr=1e-12",
             "ppo.anneal_lr=false", f"init_from={gru_run}", f"hydra.run.dir={tmp_path}")
     source, state = restore_run(gru_run).state, restore_run(tmp_path).state
     for a, b in zip(jax.tree.leaves(source.params), jax.tree.leaves(state.params)):

@@ -15,7 +15,7 @@ from typing import NamedTuple
 import jax
 import numpy as np
 import pytest
-from conftest import REPO, cli_env, run_cli
+from conftest import REPO, cli_env, run_cli, run_cli_ok
 from test_logging import PNG_MAGIC, read_events, read_scalars
 
 from purerl.checkpoint import CHECKPOINTS, Checkpoints, restore_run
@@ -47,12 +47,6 @@ def _host(x):
                       else x)
 
 
-def _cli_ok(*args):
-    result = run_cli(*args)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return result
-
-
 def _one_line_error(result, code):
     assert result.returncode == code, result.stderr[-3000:]
     assert "Traceback" not in result.stderr + result.stdout
@@ -65,7 +59,7 @@ def _one_line_error(result, code):
 def trained_run(tmp_path_factory):
     """32 updates, evaluated and checkpointed every 8, keeping the 3 newest and the best."""
     run_dir = tmp_path_factory.mktemp("trained")
-    _cli_ok(*TINY, "total_timesteps=4096", "eval.every=8", "eval.num_episodes=4",
+    run_cli_ok(*TINY, "total_timesteps=4096", "eval.every=8", "eval.num_episodes=4",
             "checkpoint.every=8", "checkpoint.best=true", f"hydra.run.dir={run_dir}")
     return run_dir
 
@@ -133,7 +127,7 @@ def test_resume_rejects_a_changed_config_and_a_missing_checkpoint(trained_run, t
 
 
 def test_init_from_starts_from_another_runs_params(trained_run, tmp_path):
-    _cli_ok(*TINY, "total_timesteps=256", "ppo.lr=1e-12", "ppo.anneal_lr=false",
+    run_cli_ok(*TINY, "total_timesteps=256", "ppo.lr=1e-12", "ppo.anneal_lr=false",
             f"init_from={trained_run}", f"hydra.run.dir={tmp_path}")
     _, source, _ = _final_state(trained_run)
     _, state, _ = _final_state(tmp_path)
@@ -173,7 +167,7 @@ def test_chaos_every_fault_then_resume_auto_ends_bit_identical(tmp_path):
     is skipped with a warning), a failed write (metrics.jsonl past a file-size limit, one
     line, exit 1). It ends with the same metrics, summary, best checkpoint and final params
     and optimizer state as a run never stopped."""
-    _cli_ok(*LONG, f"hydra.run.dir={tmp_path / 'whole'}")
+    run_cli_ok(*LONG, f"hydra.run.dir={tmp_path / 'whole'}")
     whole_rows = _rows(tmp_path / "whole")
     _, whole, _ = _final_state(tmp_path / "whole")
     whole_summary = _summary(tmp_path / "whole")
@@ -206,7 +200,7 @@ def test_chaos_every_fault_then_resume_auto_ends_bit_identical(tmp_path):
     line = _one_line_error(result, 1)
     assert line == f"purerl: error: cannot write {run_dir / 'metrics.jsonl'}: File too large"
 
-    _cli_ok(*LONG, "resume=auto", f"hydra.run.dir={run_dir}")
+    run_cli_ok(*LONG, "resume=auto", f"hydra.run.dir={run_dir}")
     assert _rows(run_dir) == whole_rows
     assert _summary(run_dir) == whole_summary
     assert _final_state(run_dir, "best")[0] == whole_best
@@ -329,7 +323,7 @@ def test_a_failed_event_keeps_what_trained_and_the_run_resumes(trained_run, tmp_
     assert [r["update"] for r in _rows(tmp_path)] == list(range(1, 17))
     assert Checkpoints(tmp_path / CHECKPOINTS).latest() == 16
 
-    _cli_ok(*args, "resume=true")
+    run_cli_ok(*args, "resume=true")
     whole = _rows(trained_run)
     whole[15] = {k: v for k, v in whole[15].items() if not k.startswith("eval")}  # it failed
     assert _rows(tmp_path) == whole
@@ -447,7 +441,7 @@ def test_training_more_continues_a_finished_run(trained_run, tmp_path):
 
     run_dir = tmp_path / "more"
     shutil.copytree(trained_run, run_dir)
-    _cli_ok(*TINY, "total_timesteps=6144", "eval.every=8", "eval.num_episodes=4",
+    run_cli_ok(*TINY, "total_timesteps=6144", "eval.every=8", "eval.num_episodes=4",
             "checkpoint.every=8", "checkpoint.best=true", "checkpoint.every_s=1e-9",
             "resume=true", f"hydra.run.dir={run_dir}")
     rows = _rows(run_dir)
