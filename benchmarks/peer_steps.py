@@ -105,6 +105,7 @@ def purerl_side(peer: str, setting: str, repeats: int) -> dict:
     from purerl.agent import make_agent
     from purerl.envs import make_env
     from purerl.learner import Batch, make_learner
+    from purerl.losses import ppo_term
     from purerl.ppo import make_ppo
     from purerl.schedules import hyperparams_from_config
 
@@ -135,9 +136,9 @@ def purerl_side(peer: str, setting: str, repeats: int) -> dict:
         num_actions, jax.random.key(1)))
     result = {}
     for name, optimizer in (("step_us", None), ("step_sgd_us", lambda h: optax.sgd(h.lr))):
-        learner = make_learner(agent, batch_size=size, num_epochs=ppo.num_epochs,
-                               num_minibatches=ppo.num_minibatches, clip_value=ppo.clip_value,
-                               early_stop=False, prng_impl=config.prng_impl,
+        learner = make_learner(agent, [ppo_term(agent.policy, ppo.clip_value)],
+                               batch_size=size, num_epochs=ppo.num_epochs,
+                               num_minibatches=ppo.num_minibatches, prng_impl=config.prng_impl,
                                optimizer=optimizer)
         opt_state = learner.init_opt_state(state.params, hp)
         bits = jax.random.bits(jax.random.key(2), learner.shuffle_shape, jax.numpy.uint32)

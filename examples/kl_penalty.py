@@ -3,14 +3,15 @@ al. 2017, "Proximal Policy Optimization Algorithms", section 4).
 
     python -m purerl.train +env=cartpole algorithm=examples.kl_penalty:make_kl_ppo
 
-The surrogate `ratio * advantage` is not clipped; instead `beta * KL(pi_old || pi)` is
-subtracted, and after each update `beta` adapts to the KL `d` the update measured: halved when
-`d < TARGET_KL / 1.5`, doubled when `d > TARGET_KL * 1.5`. It is written against purerl's
-algorithm protocol (`purerl.algorithm`) and wraps `purerl.make_ppo` rather than copying it:
-`beta` is this algorithm's own hyperparameter (`HyperParams.extra`, one per member, copied by
-PBT), the penalty a loss term, and the unclipped surrogate PPO's own term at `clip_eps` = +inf
-(so metrics.jsonl's `clip_eps` is null). metrics.jsonl logs `loss/kl` and `loss/kl_beta`, the
-KL and the beta of each update.
+The objective is the unclipped surrogate `ratio * advantage` minus `beta * KL(pi_old || pi)`
+(with PPO's value loss and entropy bonus), and after each update `beta` adapts to the KL `d`
+the update measured: halved when `d < TARGET_KL / 1.5`, doubled when `d > TARGET_KL * 1.5`.
+It is written against purerl's algorithm protocol (`purerl.algorithm`) and wraps
+`purerl.make_ppo` rather than copying it: the objective replaces PPO's own loss term
+(`make_ppo(objective=)`), and `beta` is this algorithm's own hyperparameter
+(`HyperParams.extra`, one per member, copied by PBT). metrics.jsonl logs the objective's
+`loss/policy_loss`, `loss/value_loss`, `loss/entropy` and `loss/approx_kl`, and `kl_beta`, the
+beta of each update; PPO's `clip_eps` is not logged, since nothing is clipped.
 """
 
 from __future__ import annotations
@@ -26,39 +27,47 @@ INITIAL_BETA = 1.0
 
 
 def make_kl_ppo(config, env, env_params, **parts) -> purerl.Algorithm:
-    """The algorithm for one seed: `purerl.make_ppo`'s with the KL penalty as a loss term,
-    no clipping, and `beta` adapted after each update.
+    """The algorithm for one seed: `purerl.make_ppo` with the KL-penalized objective in place
+    of the clipped one, and `beta` adapted after each update.
 
     Args:
         config, env, env_params: as `purerl.make_ppo` takes them.
-        **parts: `num_envs`, `axis_name`, `network`, `loss_terms` and `optimizer`, passed on.
+        **parts: `num_envs`, `axis_name`, `network`, `loss_terms`, `optimizer` and `plan`,
+            passed on.
 
     Returns:
         The `purerl.Algorithm`.
     """
     policy = ActionDistribution(check_env(env, env_params, config.env.name))
 
-    def kl_penalty(params, batch, outputs, hparams):
-        """`beta * KL(pi_old || pi)`, the KL estimated per sample as `(ratio - 1) - log
-        ratio` (unbiased, never negative)."""
-        log_ratio = policy.log_prob(outputs[0], batch.action) - batch.log_prob
+    def kl_penalized(params, batch, outputs, hparams):
+        """The unclipped surrogate, the value loss and the entropy bonus as PPO weighs them,
+        and `beta * KL(pi_old || pi)`, the KL estimated per sample as `(ratio - 1) - log
+        ratio` (unbiased, never negative). `batch` `[N]`, `outputs` `(logits, value [N])`."""
+        del params  # the outputs are all it needs
+        policy_out, value = outputs[:2]
+        log_ratio = policy.log_prob(policy_out, batch.action) - batch.log_prob
+        policy_loss = -jnp.mean(jnp.exp(log_ratio) * batch.advantages)
+        value_loss = 0.5 * jnp.mean(jnp.square(value - batch.returns))
+        entropy = jnp.mean(policy.entropy(policy_out))
         kl = jnp.mean(jnp.expm1(log_ratio) - log_ratio)
-        return hparams.extra * kl, {"kl": kl}
+        loss = (policy_loss + hparams.vf_coef * value_loss - hparams.ent_coef * entropy
+                + hparams.extra * kl)
+        return loss, {"policy_loss": policy_loss, "value_loss": value_loss,
+                      "entropy": entropy, "approx_kl": kl}
 
-    loss_terms = [kl_penalty, *parts.pop("loss_terms", ())]
-    ppo = purerl.make_ppo(config, env, env_params, loss_terms=loss_terms, **parts)
+    ppo = purerl.make_ppo(config, env, env_params, objective=kl_penalized, **parts)
 
     def init(key, hparams):
-        hparams = hparams._replace(clip_eps=jnp.float32(jnp.inf),
-                                   extra=jnp.float32(INITIAL_BETA))
-        return ppo.init(key, hparams)
+        return ppo.init(key, hparams._replace(extra=jnp.float32(INITIAL_BETA)))
 
     def update(state):
         state, metrics = ppo.update(state)
-        kl, beta = metrics.losses["loss/kl"], state.hparams.extra
+        kl, beta = metrics.scalars["loss/approx_kl"], state.hparams.extra
         new_beta = jnp.where(kl < TARGET_KL / 1.5, beta / 2,
                              jnp.where(kl > TARGET_KL * 1.5, beta * 2, beta))
-        metrics = metrics._replace(losses={**metrics.losses, "loss/kl_beta": beta})
+        scalars = {name: value for name, value in metrics.scalars.items() if name != "clip_eps"}
+        metrics = metrics._replace(scalars={**scalars, "kl_beta": beta})
         return state._replace(hparams=state.hparams._replace(extra=new_beta)), metrics
 
     return purerl.Algorithm(init, update)

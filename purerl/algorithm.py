@@ -7,18 +7,31 @@ and PBT read its state. The contract:
 - `RunnerState.params` are the parameters of the agent's network (`purerl.agent.make_agent`),
   which evaluation and `purerl.load` act with, the observations standardized with
   `normalizer.obs`; `hparams` are the member's hyperparameters, which PBT copies and perturbs
-  (an algorithm's own go in `HyperParams.extra`); `env_state`, `obs`, `normalizer.returns` and
-  `memory` have the envs' axis `[B, ...]`, which `shard_map` splits over devices when a seed's
-  envs are split; every other leaf is the seed's own. Checkpoints hold the whole state.
-- `Metrics` are one update's scalars; `losses` takes any number of named entries, written to
-  metrics.jsonl, TensorBoard and W&B as they are named.
+  (an algorithm's own go in `HyperParams.extra`); the leaves that `Algorithm.envs_axis` names
+  (PPO's: `env_state`, `obs`, `normalizer.returns` and `memory`) have the envs' axis `[B, ...]`,
+  which `shard_map` splits over devices when a seed's envs are split; every other leaf is the
+  seed's own. Checkpoints hold the whole state.
+- `Metrics` are one update's scalars: the episode statistics and NaN-guard bits the run reads,
+  and the algorithm's own `scalars` by name, written to metrics.jsonl, TensorBoard and W&B as
+  they are named.
 
-PPO (`purerl.ppo.make_ppo`) is the default; a variant usually wraps it (examples/).
+`MakeAlgorithm` is the factory's protocol. PPO (`purerl.ppo.make_ppo`) is the default; a
+variant usually wraps it (examples/).
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Dict,
+    NamedTuple,
+    Optional,
+    Protocol,
+    Sequence,
+    Tuple,
+)
 
 import jax
 import jax.numpy as jnp
@@ -26,6 +39,12 @@ import jax.numpy as jnp
 from purerl.agent import Memory
 from purerl.envs.normalization import Normalizer
 from purerl.schedules import HyperParams
+
+if TYPE_CHECKING:  # the learner and PPO import this module
+    from purerl.config import Config
+    from purerl.learner import Optimizer
+    from purerl.losses import LossTerm
+    from purerl.plan import ExecutionPlan
 
 
 class RunnerState(NamedTuple):
@@ -67,47 +86,29 @@ class Metrics(NamedTuple):
     """The scalars of one update, already reduced over envs, steps, minibatches and devices.
 
     Every field is a `[]` array for one seed; `make_program`'s `run` and `train` return them
-    stacked, `[S, updates]`. `metrics.jsonl`, TensorBoard and W&B write them by name.
+    stacked, `[S, updates]`. The episode statistics and the NaN guard's bits are what the run
+    itself reads (its returns, `stop_at_return`, PBT, the NaN guard); everything else an
+    algorithm logs goes in `scalars`, which metrics.jsonl, TensorBoard and W&B write by name.
 
     Attributes:
         episode_return_sum: float, the sum of the returns of the episodes completed in the
             update.
         episode_length_sum: float, the sum of their lengths.
         episode_count: the number of episodes completed in the update.
-        losses: the loss terms' metrics by name, means over the update's minibatches: PPO's
-            `policy_loss`, `value_loss`, `entropy`, `approx_kl`, `clip_frac`, and a user
-            term's as `loss/<name>`.
-        explained_variance: 1 - Var(returns - values) / Var(returns) over the rollout (0 when
-            the returns do not vary).
-        value_mean: the mean of the rollout's values.
-        opt_steps: the optimizer steps taken (fewer than epochs x minibatches after a
-            target-KL stop).
-        learning_rate: the update's (scheduled) learning rate.
-        ent_coef: the update's entropy coefficient.
-        clip_eps: the update's clip range.
-        vf_coef: the update's value-loss coefficient.
-        gamma: the update's discount.
-        gae_lambda: the update's GAE lambda.
         nonfinite: int32 bit mask of what was not finite (`purerl.learner.NONFINITE_QUANTITIES`);
             0 when all is well.
+        scalars: the algorithm's own scalars by name. PPO's: its loss terms' metrics as
+            `loss/<name>` (`loss/policy_loss`, `loss/value_loss`, `loss/entropy`,
+            `loss/approx_kl`, `loss/clip_frac`, then a user term's), `explained_variance`,
+            `value_mean`, `opt_steps` and the update's hyperparameters (`learning_rate`,
+            `ent_coef`, `clip_eps`, `vf_coef`, `gamma`, `gae_lambda`).
     """
 
     episode_return_sum: jax.Array  # over the episodes completed in this update
     episode_length_sum: jax.Array
     episode_count: jax.Array
-    # The loss terms' metrics, means over the update's minibatches: PPO's `policy_loss`,
-    # `value_loss`, `entropy`, `approx_kl`, `clip_frac`, and a user term's `loss/<name>`
-    losses: Dict[str, jax.Array]
-    explained_variance: jax.Array
-    value_mean: jax.Array
-    opt_steps: jax.Array  # optimizer steps taken (fewer than epochs x minibatches on early stop)
-    learning_rate: jax.Array
-    ent_coef: jax.Array
-    clip_eps: jax.Array
-    vf_coef: jax.Array
-    gamma: jax.Array
-    gae_lambda: jax.Array
     nonfinite: jax.Array  # int32 bit mask, 0 when all is well; see learner.NONFINITE_QUANTITIES
+    scalars: Dict[str, jax.Array]  # the algorithm's own, logged by name
 
     @property
     def episode_return(self) -> jax.Array:
@@ -124,26 +125,59 @@ def _mean_per_episode(total: jax.Array, count: jax.Array) -> jax.Array:
     return jnp.where(count > 0, total / jnp.maximum(count, 1), jnp.nan)
 
 
+# Which leaves of a `RunnerState` carry the envs' axis `[B, ...]`, as PPO's state has them: a
+# prefix tree of the state
+RUNNER_STATE_ENVS_AXIS = RunnerState(
+    params=False, opt_state=False, env_state=True, obs=True,
+    normalizer=Normalizer(obs=False, ret=False, returns=True), key=False, update=False,
+    hparams=False, memory=True)
+
+
 class Algorithm(NamedTuple):
     """An algorithm for one seed on one device (or one device's share of its envs).
 
-    `make_fn(config, env, env_params, *, num_envs, axis_name, network, loss_terms, optimizer,
-    plan) -> Algorithm` builds one, the keywords as `make_ppo` takes them;
-    `make_program(config, algorithm=make_fn)` or `algorithm=pkg.module:make_fn` trains it in
-    place of PPO, mapped over seeds and devices.
+    A `MakeAlgorithm` builds one; `make_program(config, algorithm=make_fn)` or
+    `algorithm=pkg.module:make_fn` trains it in place of PPO, mapped over seeds and devices.
 
     Attributes:
         init: `init(key, hparams) -> RunnerState`, the state before the first update, from a
             PRNG key and the member's base `HyperParams` (leaves `[]`).
         update: `update(state) -> (RunnerState, Metrics)`, one update, a pure function of
             arrays.
+        envs_axis: which leaves of the state carry the envs' axis `[B, ...]`: a prefix tree
+            of the state with True there and False elsewhere (default: PPO's,
+            `RUNNER_STATE_ENVS_AXIS`). When a seed's envs are split over devices,
+            `shard_map` splits those leaves and gives every device the others whole.
     """
 
     init: Callable[[jax.Array, HyperParams], RunnerState]
     update: Callable[[RunnerState], Tuple[RunnerState, Metrics]]
+    envs_axis: Any = RUNNER_STATE_ENVS_AXIS
 
 
-# What `make_program(config, algorithm=...)` and `algorithm=pkg.module:make_fn` take:
-# `make_fn(config, env, env_params, *, num_envs, axis_name, network, loss_terms, optimizer,
-# plan) -> Algorithm`, the keywords as `purerl.ppo.make_ppo` takes them.
-MakeAlgorithm = Callable[..., Algorithm]
+class MakeAlgorithm(Protocol):
+    """What `algorithm=pkg.module:make_fn` names, or `make_program(config, algorithm=make_fn)`
+    takes: builds the algorithm of one seed on one device. `purerl.make_ppo` is one; a
+    variant usually wraps it (examples/kl_penalty.py, examples/a2c.py)."""
+
+    def __call__(self, config: Config, env: Any, env_params: Any, *, num_envs: int,
+                 axis_name: Optional[str], network: Any, loss_terms: Sequence[LossTerm],
+                 optimizer: Optional[Optimizer], plan: ExecutionPlan) -> Algorithm:
+        """The algorithm.
+
+        Args:
+            config: the run's settings.
+            env: the unwrapped env, a gymnax `Environment` (`purerl.envs.make_env`).
+            env_params: its params.
+            num_envs: the envs B this device steps for the seed.
+            axis_name: the device axis to average over when a seed's envs are split over
+                devices under `shard_map` (`purerl.parallel.pmean`); None when they are not.
+            network: a user's network given from Python (`purerl.networks.UserNetwork`), or
+                None for what `config.network` describes.
+            loss_terms: the user's loss terms (`ppo.loss_terms`, `make_program(loss_terms=)`).
+            optimizer: a user's `purerl.learner.Optimizer`, or None for the default.
+            plan: the faster paths to take (`purerl.plan.ExecutionPlan`).
+
+        Returns:
+            The `Algorithm(init, update)`, pure functions of arrays.
+        """

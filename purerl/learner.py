@@ -1,9 +1,11 @@
-"""The learner: the epochs x minibatches of optimizer steps of one PPO update.
+"""The learner: epochs x minibatches of optimizer steps on a batch, of any loss terms.
 
-`make_learner(agent, ...) -> Learner(shuffle_shape, learn, init_opt_state)`; `learn(params,
-opt_state, batch, shuffle_bits, hparams) -> Learned` is a pure function of arrays. It stops an
-update's remaining steps once the approximate KL exceeds the target (inside jit), and sets the
-NaN guard's bits of the loss and gradients.
+`make_learner(agent, loss_terms, ...) -> Learner(shuffle_shape, learn, init_opt_state)`;
+`learn(params, opt_state, batch, shuffle_bits, hparams) -> Learned` is a pure function of
+arrays. Each step sums the loss terms (`purerl.losses`), their metrics logged as
+`loss/<name>`; an optional stop rule (`StopRule`, e.g. `target_kl_stop`) ends an update's
+remaining steps from what the terms report (inside jit); the NaN guard's bits of the loss and
+gradients are set.
 
 The optimizer is an optax `GradientTransformation` on the parameter tree, made per update by an
 `Optimizer` factory from the update's (scheduled, traced) `HyperParams`; by default
@@ -14,7 +16,7 @@ within an update on the params and its state raveled into one vector each:
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, NamedTuple, Optional, Protocol, Sequence, Tuple
 
 import jax
 import jax.numpy as jnp
@@ -23,7 +25,7 @@ import optax
 from jax.flatten_util import ravel_pytree
 
 from purerl.agent import Agent
-from purerl.losses import LossTerm, normalize_advantages, ppo_term
+from purerl.losses import LossTerm, normalize_advantages
 from purerl.parallel import per_device, pmean
 from purerl.prng import permutation_bits_shape, permutations_from_bits
 from purerl.schedules import HyperParams
@@ -37,7 +39,20 @@ NONFINITE_QUANTITIES = ("loss", "gradients", "params", "optimizer state",
 class Batch(NamedTuple):
     """What the learner learns from: `[N, ...]` samples (N = envs x steps) for a feed-forward
     policy; for a recurrent one, time-major sequences `[T, B, ...]`, with `first` and
-    `carry`."""
+    `carry`. A loss term sees a minibatch of it, `[n, ...]` samples (a recurrent one's
+    replayed sequences flattened to samples, `first` and `carry` None).
+
+    Attributes:
+        obs: the network's input, `[N, *obs_shape]` (normalized when normalization is on).
+        action: the actions taken, `[N, ...]`.
+        log_prob: float `[N]`, their log-probability under the rollout's policy.
+        value: float `[N]`, the rollout's V(obs).
+        advantages: float `[N]`; in a loss term's minibatch, normalized over it.
+        returns: float `[N]`, the value targets.
+        first: bool `[T, B]`, whether obs is its episode's first (recurrent); else None.
+        carry: `[B, C]`, the memory at the sequences' start (recurrent); else None.
+        action_mask: bool `[N, num_actions]`, the legal actions; None when unmasked.
+    """
 
     obs: jax.Array  # the network's input
     action: jax.Array
@@ -51,21 +66,79 @@ class Batch(NamedTuple):
 
 
 class Learned(NamedTuple):
+    """What `Learner.learn` returns: the update's new params and optimizer state, its loss
+    terms' metrics and step count, and the NaN guard's bits."""
+
     params: Any  # the param tree after the update's steps
     opt_state: Any
-    # The loss terms' metrics, means over the minibatches computed (each measured before its
-    # step): `policy_loss`, `value_loss`, `entropy`, `approx_kl`, `clip_frac`, `loss/<name>`
+    # The loss terms' metrics as `loss/<name>`, means over the minibatches computed (each
+    # measured before its step)
     info: Dict[str, jax.Array]
     opt_steps: jax.Array  # int32 [], optimizer steps applied
     nonfinite: jax.Array  # int32 [], NaN-guard bits of the loss (1) and gradients (2)
 
 
-# An optimizer factory: the update's hyperparameters (traced scalars) -> the optax optimizer
-# of the parameter tree that its steps apply.
-Optimizer = Callable[[HyperParams], optax.GradientTransformation]
+class Optimizer(Protocol):
+    """What `make_program(config, optimizer=fn)` takes: the optimizer of an update's steps."""
+
+    def __call__(self, hparams: HyperParams) -> optax.GradientTransformation:
+        """The optimizer of the parameter tree.
+
+        Args:
+            hparams: the update's (scheduled) hyperparameters, traced scalars (`hparams.lr`).
+
+        Returns:
+            An optax `GradientTransformation` of the parameter tree (per-leaf tools such as
+                `optax.multi_transform` apply).
+        """
+
+
+class StopRule(Protocol):
+    """When the learner ends an update's optimizer steps early.
+
+    Called after each step's loss and gradients, before its parameters are kept: when it
+    returns true, that step is undone and the update's remaining steps are skipped.
+    """
+
+    def __call__(self, metrics: Dict[str, jax.Array], hparams: Any) -> jax.Array:
+        """Whether to stop at this step.
+
+        Args:
+            metrics: the step's loss terms' metrics, scalars under their logged names
+                (`loss/<name>`), averaged over devices.
+            hparams: the update's (scheduled) hyperparameters.
+
+        Returns:
+            A bool `[]`: undo this step and skip the rest.
+        """
+
+
+def target_kl_stop(metric: str = "loss/approx_kl", factor: float = 1.5) -> StopRule:
+    """PPO's target-KL stop: a step whose KL passes `factor` x `hparams.target_kl` is undone
+    and the update's remaining steps skipped (`ppo.target_kl`; +inf never stops).
+
+    Args:
+        metric: the logged name of the KL estimate that a loss term reports (PPO's own term
+            reports `loss/approx_kl`).
+        factor: how far past the target the KL may go.
+
+    Returns:
+        The `StopRule`.
+    """
+    def stop(metrics: Dict[str, jax.Array], hparams: HyperParams) -> jax.Array:
+        if metric not in metrics:
+            raise ValueError(f"the target-KL stop reads {metric}, which no loss term reports "
+                             f"(they report {sorted(metrics)})")
+        return metrics[metric] > factor * hparams.target_kl
+
+    return stop
 
 
 class Learner(NamedTuple):
+    """A learner made by `make_learner`: `learn(params, opt_state, batch, shuffle_bits,
+    hparams) -> Learned` (`shuffle_bits`: uint32 of `shuffle_shape`, drawn by the caller) and
+    `init_opt_state(params, hparams)`, the optimizer's state before its first step."""
+
     shuffle_shape: Tuple[int, ...]  # of the uint32 bits `learn` shuffles the batch with
     learn: Callable[..., Learned]  # (params, opt_state, Batch, shuffle_bits, HyperParams)
     init_opt_state: Callable[[Any, HyperParams], Any]  # (params, HyperParams) -> opt_state
@@ -176,27 +249,44 @@ class _Carry(NamedTuple):
     nonfinite: jax.Array  # int32 []
 
 
-def make_learner(agent: Agent, *, batch_size: int, num_epochs: int, num_minibatches: int,
-                 clip_value: bool, early_stop: bool, prng_impl: str,
-                 axis_name: Optional[str] = None,
-                 optimizer: Optional[Optimizer] = None,
-                 loss_terms: Sequence[LossTerm] = ()) -> Learner:
-    """The learner of batches of `batch_size` samples, `num_epochs` passes of
-    `num_minibatches` minibatches; `early_stop`: stop at the target KL; `axis_name`: the device
-    axis that gradients, loss statistics and advantage statistics are averaged over;
-    `optimizer`: the factory of the optimizer (default: `default_optimizer`); `loss_terms`:
-    terms added to PPO's (`purerl.losses`).
+def make_learner(agent: Agent, loss_terms: Sequence[LossTerm], *, batch_size: int,
+                 num_epochs: int, num_minibatches: int, prng_impl: str,
+                 stop_rule: Optional[StopRule] = None, axis_name: Optional[str] = None,
+                 optimizer: Optional[Optimizer] = None) -> Learner:
+    """The learner of a batch: `num_epochs` passes of `num_minibatches` minibatches, each step
+    on the sum of `loss_terms`.
 
     A recurrent agent's batch is `batch_size` env sequences (`Batch.first`, `Batch.carry`);
     its minibatches are groups of whole sequences, replayed from the carry at their start with
-    the rollout's resets."""
+    the rollout's resets.
+
+    Args:
+        agent: the agent whose network the terms are computed with (`purerl.agent`).
+        loss_terms: the terms summed into each minibatch's loss (`purerl.losses.LossTerm`),
+            at least one; their metrics are logged as `loss/<name>`, and no two may share one.
+        batch_size: the samples `N` of a feed-forward batch `[N, ...]`, or the env sequences
+            `B` of a recurrent one `[T, B, ...]`.
+        num_epochs: the passes over the batch.
+        num_minibatches: the minibatches of each pass (dividing `batch_size`).
+        prng_impl: the PRNG implementation of the shuffle's bits (`Config.prng_impl`).
+        stop_rule: when to end an update's steps early (`target_kl_stop`); None: never.
+        axis_name: the device axis that gradients, loss statistics and advantage statistics
+            are averaged over; None on one device.
+        optimizer: the factory of the optimizer (default: `default_optimizer`).
+
+    Returns:
+        The `Learner`: `learn(params, opt_state, batch, shuffle_bits, hparams) -> Learned`,
+            `init_opt_state(params, hparams)` and the `shuffle_shape` of its uint32 bits.
+    """
+    if not loss_terms:
+        raise ValueError("make_learner: no loss terms to learn from")
     recurrent = agent.recurrent
     minibatch_size = batch_size // num_minibatches
     num_steps = num_epochs * num_minibatches
     plan = agent.plan
     shuffle_shape = permutation_bits_shape(num_epochs, batch_size, prng_impl,
                                            plan.packed_sort_bits, plan.index_shuffle)
-    policy, network = agent.policy, agent.network
+    network = agent.network
     make_opt = default_optimizer if optimizer is None else optimizer
     # The default optimizer with the plan's `flat_optimizer`: the scan carries the params and
     # the optimizer state raveled into one vector `[P]` each (converted at the update's start
@@ -209,11 +299,8 @@ def make_learner(agent: Agent, *, batch_size: int, num_epochs: int, num_minibatc
         """The optimizer's state of the param tree `params` before its first step."""
         return make_opt(hp).init(params)
 
-    terms = [ppo_term(policy, clip_value), *loss_terms]
-
     def minibatch_loss(params, minibatch: Batch, hp: HyperParams):
-        """The minibatch's loss, the sum of the terms', and their metrics (a user term's
-        under `loss/<name>`)."""
+        """The minibatch's loss, the sum of the terms', and their metrics as `loss/<name>`."""
         if recurrent:  # [T, b] sequences, flattened to samples after the replay
             _, policy_out, value = network.apply(params, minibatch.carry, minibatch.obs,
                                                  minibatch.first, method="unroll")
@@ -224,10 +311,9 @@ def make_learner(agent: Agent, *, batch_size: int, num_epochs: int, num_minibatc
             outputs = network.apply(params, minibatch.obs)
         outputs = (agent.masked(outputs[0], minibatch.action_mask), *outputs[1:])
         loss, metrics = None, {}
-        for term in terms:
+        for term in loss_terms:
             term_loss, term_metrics = term(params, minibatch, outputs, hp)
-            metrics.update(_term_metrics(term, term_loss, term_metrics, metrics,
-                                         builtin=loss is None))
+            metrics.update(_term_metrics(term, term_loss, term_metrics, metrics))
             loss = term_loss if loss is None else loss + term_loss
         return loss, metrics
 
@@ -272,8 +358,10 @@ def make_learner(agent: Agent, *, batch_size: int, num_epochs: int, num_minibatc
             nonfinite = carry.nonfinite | jnp.where(loss_ok, 0, 1) | jnp.where(grads_ok, 0, 2)
             updates, opt_state = opt.update(grads, carry.opt_state, carry.params)
             params = optax.apply_updates(carry.params, updates)
-            exceeded = info["approx_kl"] > 1.5 * hp.target_kl
-            if early_stop:  # this step's KL is already too far: keep the old params
+            if stop_rule is None:
+                exceeded = jnp.bool_(False)
+            else:  # this step already went too far: keep the old params
+                exceeded = stop_rule(info, hp)
                 params, opt_state = jax.tree.map(
                     lambda new, old: jnp.where(exceeded, old, new),
                     (params, opt_state), (carry.params, carry.opt_state),
@@ -284,7 +372,7 @@ def make_learner(agent: Agent, *, batch_size: int, num_epochs: int, num_minibatc
 
         def minibatch_step(carry: _Carry, step_input):
             minibatch = step_input if gather_ahead else gather(step_input)
-            if early_stop:
+            if stop_rule is not None:
                 carry = jax.lax.cond(carry.stopped, lambda c, _: c, take_step, carry, minibatch)
             else:
                 carry = take_step(carry, minibatch)
@@ -311,15 +399,15 @@ def make_learner(agent: Agent, *, batch_size: int, num_epochs: int, num_minibatc
 
 
 def _term_metrics(term: LossTerm, loss: jax.Array, metrics: Dict[str, jax.Array],
-                  earlier: Dict[str, jax.Array], builtin: bool) -> Dict[str, jax.Array]:
-    """A term's metrics under their logged names (a user term's as `loss/<name>`); raises
-    ValueError for a loss or metric that is not a scalar, or a name an earlier term logs."""
+                  earlier: Dict[str, jax.Array]) -> Dict[str, jax.Array]:
+    """A term's metrics under their logged names, `loss/<name>`; raises ValueError for a loss
+    or metric that is not a scalar, or a name an earlier term logs."""
     label = getattr(term, "__name__", repr(term))
     if jnp.shape(loss) != ():
         raise ValueError(f"loss term {label}: its loss has shape {jnp.shape(loss)}, not a scalar")
     named = {}
     for name, value in metrics.items():
-        key = name if builtin else f"loss/{name}"
+        key = f"loss/{name}"
         if jnp.shape(value) != ():
             raise ValueError(f"loss term {label}: metric {name!r} has shape {jnp.shape(value)}, "
                              "not a scalar")

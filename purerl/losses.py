@@ -1,22 +1,48 @@
 """The PPO loss as a pure function of arrays, and loss terms: what the learner sums.
 
-A loss term is `term(params, batch, outputs, hparams) -> (loss, metrics)`: `params` the
-network's parameters, `batch` the minibatch (`purerl.learner.Batch`: `obs`, `action`,
-`log_prob`, `value`, `advantages` (normalized), `returns`, `action_mask`; each `[N, ...]`),
-`outputs` the network's output on `batch.obs`, `(policy_out, value [N], *extras)` with
-`policy_out` already masked, and `hparams` the update's `HyperParams`. `loss` is a scalar added
-to the minibatch's loss; `metrics` is a dict of scalars, averaged over the minibatches. PPO's
+A loss term (`LossTerm`) is `term(params, batch, outputs, hparams) -> (loss, metrics)`; PPO's
 own clipped surrogate, value loss and entropy bonus are one such term (`ppo_term`).
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, NamedTuple, Optional, Protocol, Tuple
 
 import jax
 import jax.numpy as jnp
 
-LossTerm = Callable[[Any, Any, Tuple[Any, ...], Any], Tuple[jax.Array, Dict[str, jax.Array]]]
+if TYPE_CHECKING:  # the learner imports this module
+    from purerl.learner import Batch
+    from purerl.schedules import HyperParams
+
+
+class LossTerm(Protocol):
+    """A term of the learner's loss: the learner sums its terms' losses into each minibatch's
+    loss and logs their metrics as `loss/<name>` (`purerl.learner.make_learner`).
+
+    PPO's own clipped objective is one (`ppo_term`); pass more with `ppo.loss_terms=
+    [pkg.module:fn]` or `make_program(config, loss_terms=[...])`, or replace PPO's with
+    `make_ppo(objective=)`. Any function of these four parameters is one.
+    """
+
+    def __call__(self, params: Any, batch: Batch, outputs: Tuple[jax.Array, ...],
+                 hparams: HyperParams) -> Tuple[jax.Array, Dict[str, jax.Array]]:
+        """The term's loss and metrics on a minibatch.
+
+        Args:
+            params: the network's parameter tree.
+            batch: the minibatch, `purerl.learner.Batch`: `obs`, `action`, `log_prob` and
+                `value` (the rollout's), `advantages` (normalized over the minibatch),
+                `returns`, `action_mask`; each `[N, ...]`.
+            outputs: the network's output on `batch.obs`, `(policy_out, value [N], *extras)`,
+                `policy_out` already masked.
+            hparams: the update's (scheduled) hyperparameters, traced scalars.
+
+        Returns:
+            The tuple `(loss, metrics)`: a scalar added to the minibatch's loss, and a dict
+                of scalars averaged over the update's minibatches and logged as
+                `loss/<name>`.
+        """
 
 
 class LossInfo(NamedTuple):
@@ -88,16 +114,7 @@ def ppo_loss(
 
 
 def ppo_term(policy, clip_value: bool) -> LossTerm:
-    """PPO's loss (`ppo_loss`) as a loss term, the first of those the learner sums.
-
-    A loss term is `term(params, batch, outputs, hparams) -> (loss, metrics)`: `params` the
-    network's parameters; `batch` the minibatch (`purerl.learner.Batch`: `obs`, `action`,
-    `log_prob`, `value`, `advantages` (normalized), `returns`, `action_mask`, each `[N, ...]`);
-    `outputs` the network's output on `batch.obs`, `(policy_out, value [N], *extras)` with
-    `policy_out` already masked; `hparams` the update's `HyperParams`. `loss` is a scalar
-    added to the minibatch's loss; `metrics` a dict of scalars, averaged over the minibatches
-    and logged by name (a user's term's as `loss/<name>`). Pass terms of your own with
-    `make_program(config, loss_terms=[...])` or `ppo.loss_terms=[pkg.module:fn]`.
+    """PPO's loss (`ppo_loss`) as a `LossTerm`, the first of those `make_ppo`'s learner sums.
 
     Args:
         policy: the `ActionDistribution` that `outputs[0]` parameterizes (`log_prob`,
@@ -108,7 +125,8 @@ def ppo_term(policy, clip_value: bool) -> LossTerm:
         The term: its loss is the clipped surrogate, plus `hparams.vf_coef` times the value
             loss, minus `hparams.ent_coef` times the entropy, with `hparams.clip_eps`; its
             metrics are `LossInfo`'s fields (`policy_loss`, `value_loss`, `entropy`,
-            `approx_kl`, `clip_frac`), of which the learner's target-KL stop reads `approx_kl`.
+            `approx_kl`, `clip_frac`), logged as `loss/<name>`; the target-KL stop
+            (`purerl.learner.target_kl_stop`) reads `loss/approx_kl`.
     """
     def term(params, batch, outputs, hparams):
         del params  # the outputs are all it needs

@@ -5,7 +5,7 @@ towers; with a memory, `purerl.recurrent`), a user's network (`network.factory`)
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Optional, Sequence, Tuple, Union
+from typing import Any, Optional, Protocol, Sequence, Tuple, Union
 
 import flax.linen as nn
 import jax
@@ -19,9 +19,31 @@ from purerl.plugins import load_callable
 from purerl.recurrent import RecurrentActorCritic
 from purerl.spaces import ActionSpec
 
-# A user's network from Python: the flax module itself, or a factory
-# `(obs_shape, action_spec, network_config) -> module` (what `network.factory` names).
-UserNetwork = Union[nn.Module, Callable[[Tuple[int, ...], ActionSpec, NetworkConfig], nn.Module]]
+
+class NetworkFactory(Protocol):
+    """What `network.factory=pkg.module:fn` names, or `make_program(config, network=fn)`
+    takes: builds the agent's network for an env's spaces."""
+
+    def __call__(self, obs_shape: Tuple[int, ...], action_spec: ActionSpec,
+                 network_config: NetworkConfig) -> nn.Module:
+        """The network for these spaces.
+
+        Args:
+            obs_shape: one observation's shape (the env's, after purerl's wrappers).
+            action_spec: the env's action space (`purerl.spaces.ActionSpec`): `num_outputs`
+                policy outputs, a factorized categorical or a Gaussian.
+            network_config: the `network` settings (`NetworkConfig`), for a factory that
+                reads them.
+
+        Returns:
+            A flax module mapping observations `[B, *obs_shape]` to `(policy_out, value [B],
+                *extras)`: logits `[B, action_spec.num_outputs]` or Gaussian means `[B,
+                action_dim]`; extras go to the loss terms.
+        """
+
+
+# A user's network from Python: the flax module itself, or a `NetworkFactory`
+UserNetwork = Union[nn.Module, NetworkFactory]
 
 
 class ActorCritic(ActorCriticBase):

@@ -21,8 +21,8 @@ from purerl.config import Config, ConfigError
 from purerl.envs.normalization import init_normalizer, scale_rewards, update_running_stats
 from purerl.gae import compute_gae
 from purerl.layers import init_params, kernel_normal_size
-from purerl.learner import Batch, Optimizer, make_learner, nonfinite_bits
-from purerl.losses import LossTerm
+from purerl.learner import Batch, Optimizer, make_learner, nonfinite_bits, target_kl_stop
+from purerl.losses import LossTerm, ppo_term
 from purerl.parallel import per_device, pmean, psum
 from purerl.plan import ExecutionPlan
 from purerl.prng import (
@@ -40,6 +40,7 @@ def make_ppo(
     config: Config, env, env_params, *, num_envs: Optional[int] = None,
     axis_name: Optional[str] = None, optimizer: Optional[Optimizer] = None,
     network=None, loss_terms: Sequence[LossTerm] = (), plan: Optional[ExecutionPlan] = None,
+    objective: Optional[LossTerm] = None,
 ) -> Algorithm:
     """PPO for one seed on one device: the default algorithm of `make_program`.
 
@@ -63,6 +64,9 @@ def make_ppo(
         loss_terms: loss terms added after PPO's own (`ppo_term`).
         plan: the faster paths to take (default: the default backend's,
             `purerl.plan.execution_plan`).
+        objective: a loss term in place of PPO's own clipped objective (`ppo_term`), for a
+            variant that keeps PPO's rollout and learner (the target-KL stop, when set, reads
+            the `approx_kl` it reports).
 
     Returns:
         The `Algorithm(init, update)`, pure functions of arrays: `init(key, hparams)` gives a
@@ -85,11 +89,12 @@ def make_ppo(
                           "resets inside its own step, so it cannot take pooled resets")
     recurrent = agent.recurrent
     early_stop = ppo.target_kl is not None or config.sweep.target_kl is not None
-    learner = make_learner(agent, batch_size=num_envs if recurrent else num_envs * num_steps,
-                           num_epochs=ppo.num_epochs,
-                           num_minibatches=ppo.num_minibatches, clip_value=ppo.clip_value,
-                           early_stop=early_stop, prng_impl=impl, axis_name=axis_name,
-                           optimizer=optimizer, loss_terms=loss_terms)
+    objective = ppo_term(agent.policy, ppo.clip_value) if objective is None else objective
+    learner = make_learner(agent, [objective, *loss_terms],
+                           batch_size=num_envs if recurrent else num_envs * num_steps,
+                           num_epochs=ppo.num_epochs, num_minibatches=ppo.num_minibatches,
+                           prng_impl=impl, stop_rule=target_kl_stop() if early_stop else None,
+                           axis_name=axis_name, optimizer=optimizer)
     example_inputs = agent.example_inputs()
     # once, not per trace
     num_kernel_normals = kernel_normal_size(agent.network, *example_inputs, one_draw=one_draw)
@@ -182,12 +187,13 @@ def _metrics(values, returns, episodes, learned, hp: HyperParams, nonfinite,
         (jnp.square(returns - values - (return_mean - value_mean)).mean(),
          jnp.square(returns - return_mean).mean()), axis_name)
     episodes = psum(jax.tree.map(jnp.sum, episodes), axis_name)
-    return Metrics(
-        episode_return_sum=episodes.episode_return,
-        episode_length_sum=episodes.episode_length, episode_count=episodes.count,
-        losses=learned.info,
-        explained_variance=jnp.where(return_var > 0, 1.0 - residual_var / return_var, 0.0),
-        value_mean=value_mean, opt_steps=learned.opt_steps, learning_rate=hp.lr,
-        ent_coef=hp.ent_coef, clip_eps=hp.clip_eps, vf_coef=hp.vf_coef, gamma=hp.gamma,
-        gae_lambda=hp.gae_lambda, nonfinite=nonfinite,
-    )
+    scalars = {
+        **learned.info,
+        "explained_variance": jnp.where(return_var > 0, 1.0 - residual_var / return_var, 0.0),
+        "value_mean": value_mean, "opt_steps": learned.opt_steps, "learning_rate": hp.lr,
+        "ent_coef": hp.ent_coef, "clip_eps": hp.clip_eps, "vf_coef": hp.vf_coef,
+        "gamma": hp.gamma, "gae_lambda": hp.gae_lambda,
+    }
+    return Metrics(episode_return_sum=episodes.episode_return,
+                   episode_length_sum=episodes.episode_length, episode_count=episodes.count,
+                   nonfinite=nonfinite, scalars=scalars)

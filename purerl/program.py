@@ -1,4 +1,5 @@
-"""The program of a run: PPO mapped over seeds (`vmap`) and devices (`shard_map`).
+"""The program of a run: an algorithm (PPO by default) mapped over seeds (`vmap`) and devices
+(`shard_map`).
 
 `make_program(config) -> Program(init, run, train)`, the jittable functions the CLI compiles;
 `make_train(config) -> train(key)`, the whole run as one function of a key.
@@ -16,7 +17,6 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 from purerl.algorithm import MakeAlgorithm, Metrics, RunnerState
 from purerl.config import Config, env_devices
 from purerl.envs import make_env
-from purerl.envs.normalization import Normalizer
 from purerl.learner import Optimizer
 from purerl.losses import LossTerm
 from purerl.parallel import DEVICE_AXIS, make_mesh, map_seeds, shard_over_devices
@@ -90,7 +90,7 @@ def make_program(config: Config, chunk: Optional[int] = None, *,
             means `[B, action_dim]` (`purerl.networks`); default: `network.factory` if set,
             else purerl's.
         loss_terms: loss terms added to PPO's after those `ppo.loss_terms` names
-            (`ppo_term` states the protocol).
+            (`purerl.losses.LossTerm` states the protocol).
         optimizer: `HyperParams -> optax.GradientTransformation` of the parameter tree
             (`purerl.learner`); default: Adam after global-norm clipping.
         plan: the faster paths to take (`purerl.plan`); default: those the `plan` setting
@@ -116,10 +116,10 @@ def make_program(config: Config, chunk: Optional[int] = None, *,
     plan = execution_plan(jax.devices()[0].platform, config.plan) if plan is None else plan
     num_seeds, num_updates = config.num_members, config.num_updates  # seeds: all members
     split_envs = env_devices(num_seeds, num_devices) > 1
-    ppo = algorithm(config, env, env_params,
-                   num_envs=config.env.num_envs // (num_devices if split_envs else 1),
-                   axis_name=DEVICE_AXIS if split_envs else None, network=network,
-                   loss_terms=terms, optimizer=optimizer, plan=plan)
+    algo = algorithm(config, env, env_params,
+                     num_envs=config.env.num_envs // (num_devices if split_envs else 1),
+                     axis_name=DEVICE_AXIS if split_envs else None, network=network,
+                     loss_terms=terms, optimizer=optimizer, plan=plan)
     device_seeds = num_seeds if split_envs else num_seeds // num_devices
     chunk = num_updates if chunk is None else min(chunk, num_updates)
 
@@ -134,7 +134,7 @@ def make_program(config: Config, chunk: Optional[int] = None, *,
     def seed_hparams(hparams=None):
         return member_hyperparams(config) if hparams is None else hparams
 
-    update = jax.jit(ppo.update)  # traced once: for the metrics' shapes and in the loop
+    update = jax.jit(algo.update)  # traced once: for the metrics' shapes and in the loop
 
     def run_one(state: RunnerState, num):
         metrics_shape = jax.eval_shape(update, state)[1]
@@ -150,21 +150,18 @@ def make_program(config: Config, chunk: Optional[int] = None, *,
     def init_seeds(keys, hparams):
         # One seed after another, not vmapped: a vmapped orthogonal init is a batched QR, whose
         # LAPACK kernel can wait forever for XLA:CPU's pool threads when they are all busy.
-        return jax.lax.map(lambda args: ppo.init(*args), (keys, hparams))
+        return jax.lax.map(lambda args: algo.init(*args), (keys, hparams))
 
     def train_updates(state):
-        return jax.lax.scan(lambda s, _: ppo.update(s), state, None, num_updates)
+        return jax.lax.scan(lambda s, _: algo.update(s), state, None, num_updates)
 
     def train_seeds(keys, hparams):
         return map_seeds(train_updates, device_seeds)(init_seeds(keys, hparams))
 
     mesh = make_mesh(num_devices)
-    if split_envs:  # leaves `[S, ...]`, env leaves `[S, B, ...]` with B split
+    if split_envs:  # leaves `[S, ...]`, the envs' leaves `[S, B, ...]` with B split
         seeds, env_split = P(), P(None, DEVICE_AXIS)
-        state_spec = RunnerState(
-            params=seeds, opt_state=seeds, env_state=env_split, obs=env_split,
-            normalizer=Normalizer(obs=seeds, ret=seeds, returns=env_split),
-            key=seeds, update=seeds, hparams=seeds, memory=env_split)
+        state_spec = jax.tree.map(lambda envs: env_split if envs else seeds, algo.envs_axis)
     else:  # every leaf `[S, ...]` split by seed
         seeds = state_spec = P(DEVICE_AXIS)
     shard = functools.partial(shard_over_devices, mesh=mesh, collectives=split_envs)

@@ -15,7 +15,8 @@ def test_env_trains_two_updates(make_config, env_name):
     config = make_config(**{"env.name": env_name, "total_timesteps": 128, "ppo.num_epochs": 1,
                             "network.hidden_sizes": [16]})
     state, metrics = jax.jit(make_train(config))(jax.random.key(0))
-    assert np.asarray(metrics.opt_steps).tolist() == [[2, 2]]  # 2 updates x 2 minibatches
+    # 2 updates x 2 minibatches
+    assert np.asarray(metrics.scalars["opt_steps"]).tolist() == [[2, 2]]
     for path, value in jax.tree_util.tree_leaves_with_path(metrics):
         assert np.isfinite(np.asarray(value)).all(), jax.tree_util.keystr(path)
     assert all(np.isfinite(np.asarray(leaf)).all() for leaf in jax.tree.leaves(state.params))
@@ -28,6 +29,6 @@ def test_cnn_torso_trains_on_images(make_config, env_name):
                             "network.conv_kernels": [3], "network.conv_strides": [1],
                             "network.conv_padding": ["SAME"], "network.activation": "relu"})
     state, metrics = jax.jit(make_train(config))(jax.random.key(0))
-    assert np.isfinite(np.asarray(metrics.losses["policy_loss"])).all()
+    assert np.isfinite(np.asarray(metrics.scalars["loss/policy_loss"])).all()
     conv = state.params["params"]["policy_torso"]["Dense_0"]["kernel"]
     assert conv.shape[-2:] == (9 * {"Breakout-MinAtar": 4, "Catch-bsuite": 1}[env_name], 4)

@@ -15,8 +15,10 @@ from purerl.preflight import preflight
 TINY = ["total_timesteps=1024", "ppo.num_steps=32", "ppo.num_epochs=2", "ppo.num_minibatches=2",
         "network.hidden_sizes=[16,16]"]
 
-METRIC_KEYS = {"update", "env_steps", "episode_return", "episode_length", "policy_loss",
-               "value_loss", "entropy", "approx_kl", "clip_frac", "explained_variance",
+PPO_LOSSES = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_frac")
+# PPO's loss metrics as `loss/<name>`, and under their deprecated unprefixed names too
+METRIC_KEYS = {"update", "env_steps", "episode_return", "episode_length",
+               *(f"loss/{name}" for name in PPO_LOSSES), *PPO_LOSSES, "explained_variance",
                "value_mean", "learning_rate", "opt_steps"}
 SUMMARY_KEYS = {"env", "num_seeds", "devices", "env_steps", "final_return",
                 "final_return_per_seed", "compile_s", "train_s", "checkpoint_s", "sps"}

@@ -54,7 +54,7 @@ def test_a_users_network_from_python_trains_on_each_action_space(env_name, kind)
     start = jax.jit(program.init)(jax.random.key(0))
     state, metrics = jax.jit(program.run)(start, np.int32(program.chunk))
     assert seen[0][1:] == (kind, [16, 16]) and len(seen[0][0]) == 1
-    assert np.isfinite(np.asarray(metrics.losses["policy_loss"])).all()
+    assert np.isfinite(np.asarray(metrics.scalars["loss/policy_loss"])).all()
     assert int(np.asarray(metrics.nonfinite).max()) == 0
     assert ("log_std" in state.params["params"]) == (kind == "gaussian")
     moved = jax.tree.map(lambda a, b: bool(jnp.any(a != b)), start.params, state.params)
@@ -126,16 +126,16 @@ def test_loss_terms_add_to_the_loss_and_log_their_metrics():
     for a, b in zip(jax.tree.leaves(plain_state.params), jax.tree.leaves(state.params)):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     for name in ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_frac"):
-        np.testing.assert_array_equal(np.asarray(plain.losses[name]),
-                                      np.asarray(metrics.losses[name]))
-    assert sorted(set(metrics.losses) - set(plain.losses)) == ["loss/logits", "loss/mean_return"]
-    np.testing.assert_array_equal(np.asarray(metrics.losses["loss/logits"]), 2.0)
-    assert np.isfinite(np.asarray(metrics.losses["loss/mean_return"])).all()
+        np.testing.assert_array_equal(np.asarray(plain.scalars[f"loss/{name}"]),
+                                      np.asarray(metrics.scalars[f"loss/{name}"]))
+    assert sorted(set(metrics.scalars) - set(plain.scalars)) == ["loss/logits", "loss/mean_return"]
+    np.testing.assert_array_equal(np.asarray(metrics.scalars["loss/logits"]), 2.0)
+    assert np.isfinite(np.asarray(metrics.scalars["loss/mean_return"])).all()
 
     decayed_state, decayed = _train(config, loss_terms=[_squared_weights])
     norm = lambda params: sum(float(jnp.sum(jnp.square(x))) for x in jax.tree.leaves(params))  # noqa: E731
     assert norm(decayed_state.params) < 0.5 * norm(plain_state.params)
-    squares = np.asarray(decayed.losses["loss/squares"])[0]
+    squares = np.asarray(decayed.scalars["loss/squares"])[0]
     assert squares[-1] < squares[0]
 
 
@@ -192,16 +192,36 @@ def test_an_algorithm_of_ones_own_through_the_command_line(tmp_path):
                      f"hydra.run.dir={tmp_path}")
     assert result.returncode == 0, result.stderr[-3000:]
     rows = _rows(tmp_path)
-    assert len(rows) == 128 and rows[0]["loss/kl_beta"] == INITIAL_BETA
+    assert len(rows) == 128 and rows[0]["kl_beta"] == INITIAL_BETA
     for row, after in zip(rows, rows[1:]):
-        kl, beta = row["loss/kl"], row["loss/kl_beta"]
+        kl, beta = row["loss/approx_kl"], row["kl_beta"]
         factor = 0.5 if kl < TARGET_KL / 1.5 else 2.0 if kl > TARGET_KL * 1.5 else 1.0
-        assert after["loss/kl_beta"] == pytest.approx(beta * factor, rel=1e-6)
-        assert row["clip_frac"] == 0 and row["clip_eps"] is None  # +inf: not clipped
+        assert after["kl_beta"] == pytest.approx(beta * factor, rel=1e-6)
+        # nothing is clipped: PPO's clip range and clip fraction are not logged
+        assert "clip_eps" not in row and "loss/clip_frac" not in row and "clip_frac" not in row
     returns = [r["episode_return"] for r in rows[-16:] if r["episode_return"] is not None]
     assert np.mean(returns) > 150
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["eval_return"]["1.0"] > 150
+
+
+def test_a2c_an_algorithm_that_is_not_ppo_solves_cartpole(tmp_path):
+    """examples/a2c.py through `algorithm=`: one optimizer step per update on the plain
+    policy gradient (nothing clipped, PPO's clip range not logged), at A2C's n-step returns
+    (`gae_lambda=1`); 4 vmapped seeds end at a mean return of 475 or more, in training and in
+    the final evaluation."""
+    result = run_cli("+env=cartpole", "algorithm=examples.a2c:make_a2c", "ppo.lr=7e-4",
+                     "ppo.num_steps=8", "ppo.gae_lambda=1.0", "env.num_envs=16", "num_seeds=4",
+                     "total_timesteps=1000000", "log.progress=false", "log.tensorboard=false",
+                     f"hydra.run.dir={tmp_path}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = _rows(tmp_path)
+    assert len(rows) == 7812 and all(row["opt_steps"] == 1 for row in rows)
+    assert "clip_eps" not in rows[0] and "loss/clip_frac" not in rows[0]
+    assert {"loss/policy_loss", "loss/value_loss", "loss/entropy"} <= set(rows[0])
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["final_return"] >= 475
+    assert summary["eval_return"]["1.0"] >= 475
 
 
 def test_a_sweep_of_a_setting_a_users_algorithm_reads_compiles_each_value(tmp_path):

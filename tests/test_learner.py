@@ -8,7 +8,8 @@ import pytest
 from purerl.agent import make_agent
 from purerl.envs import make_env
 from purerl.layers import init_params
-from purerl.learner import Batch, make_learner, make_optimizer
+from purerl.learner import Batch, make_learner, make_optimizer, target_kl_stop
+from purerl.losses import ppo_term
 from purerl.prng import SHUFFLE_ROUNDS, draw_bits
 from purerl.schedules import hyperparams_from_config
 
@@ -36,10 +37,10 @@ def setup():
 
 def _learn(config, agent, params, batch, *, epochs, minibatches, target_kl=None,
            optimizer=None):
-    learner = make_learner(agent, batch_size=BATCH, num_epochs=epochs,
-                           num_minibatches=minibatches, clip_value=True,
-                           early_stop=target_kl is not None, prng_impl=config.prng_impl,
-                           optimizer=optimizer)
+    learner = make_learner(agent, [ppo_term(agent.policy, clip_value=True)], batch_size=BATCH,
+                           num_epochs=epochs, num_minibatches=minibatches,
+                           stop_rule=None if target_kl is None else target_kl_stop(),
+                           prng_impl=config.prng_impl, optimizer=optimizer)
     hp = hyperparams_from_config(config)._replace(lr=jnp.float32(1e-2))
     if target_kl is not None:
         hp = hp._replace(target_kl=jnp.float32(target_kl))
@@ -54,7 +55,7 @@ def test_first_step_sees_the_rollout_policy(setup):
     losses are what the formulas give with ratio 1."""
     config, agent, params, batch = setup
     learned = _learn(config, agent, params, batch, epochs=1, minibatches=1)
-    info = jax.tree.map(float, learned.info)
+    info = {name.removeprefix("loss/"): float(value) for name, value in learned.info.items()}
     assert info["approx_kl"] == 0.0 and info["clip_frac"] == 0.0
     advantages = np.asarray(batch.advantages, np.float64)
     normalized = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
@@ -95,8 +96,9 @@ def test_the_index_shuffle_permutes_the_whole_batch(setup):
     config, agent, params, batch = setup
     feistel_agent = agent._replace(plan=agent.plan._replace(packed_sort_bits=0))
     assert feistel_agent.plan.index_shuffle  # the CPU's plan
-    learner = make_learner(feistel_agent, batch_size=BATCH, num_epochs=2, num_minibatches=4,
-                           clip_value=True, early_stop=False, prng_impl=config.prng_impl)
+    learner = make_learner(feistel_agent, [ppo_term(agent.policy, clip_value=True)],
+                           batch_size=BATCH, num_epochs=2, num_minibatches=4,
+                           prng_impl=config.prng_impl)
     assert learner.shuffle_shape == (2, SHUFFLE_ROUNDS)
     for minibatches, same in ((1, True), (4, False)):
         packed, feistel = (_learn(config, a, params, batch, epochs=2, minibatches=minibatches)

@@ -45,7 +45,7 @@ def test_a_multi_transform_freezes_the_value_head(make_config, target_kl):
     assert ([x.shape for x in jax.tree.leaves(adam.mu)]
             == [x.shape for path, x in leaves if not _is_value_head(path)])
     new_state, metrics = jax.jit(ppo.update)(state)
-    assert int(metrics.opt_steps) == 4 and int(metrics.nonfinite) == 0
+    assert int(metrics.scalars["opt_steps"]) == 4 and int(metrics.nonfinite) == 0
     for (path, old), new in zip(leaves, jax.tree.leaves(new_state.params)):
         moved = bool(jnp.any(old != new))
         assert moved != _is_value_head(path), jax.tree_util.keystr(path)

@@ -56,8 +56,8 @@ def test_same_seed_same_bits_other_seed_differs(tiny_program):
     _, c = train(jax.random.key(1))
     for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
-    assert not np.array_equal(np.asarray(a.losses["policy_loss"]),
-                              np.asarray(c.losses["policy_loss"]))
+    assert not np.array_equal(np.asarray(a.scalars["loss/policy_loss"]),
+                              np.asarray(c.scalars["loss/policy_loss"]))
 
 
 def test_metrics_are_per_update_scalars(tiny_program):
@@ -65,8 +65,9 @@ def test_metrics_are_per_update_scalars(tiny_program):
     _, metrics = jax.jit(program.train)(jax.random.key(0))
     for leaf in jax.tree.leaves(metrics):
         assert leaf.shape == (1, config.num_updates)
-    assert np.all(np.asarray(metrics.opt_steps) == 4)  # 2 epochs x 2 minibatches, no target KL
-    lr = np.asarray(metrics.learning_rate)[0]
+    # 2 epochs x 2 minibatches, no target KL
+    assert np.all(np.asarray(metrics.scalars["opt_steps"]) == 4)
+    lr = np.asarray(metrics.scalars["learning_rate"])[0]
     np.testing.assert_allclose(lr, 2.5e-4 * (1 - np.arange(8) / 8), rtol=1e-6)  # annealed
 
 
@@ -78,7 +79,7 @@ def _adam_count(state):
 def test_target_kl_skips_the_remaining_steps(make_config, target_kl, expected_steps):
     config = make_config(**{"ppo.target_kl": target_kl, "ppo.lr": 1e-2, "ppo.anneal_lr": False})
     state, metrics = jax.jit(make_train(config))(jax.random.key(0))
-    steps = np.asarray(metrics.opt_steps)
+    steps = np.asarray(metrics.scalars["opt_steps"])
     # the first minibatch sees the rollout policy itself (KL 0) and always steps; with a tiny
     # target every later one is skipped.
     assert np.all(steps == expected_steps)
@@ -90,9 +91,9 @@ def test_num_seeds_in_one_program(make_config):
     config = make_config(num_seeds=4)
     train = jax.jit(make_train(config))
     state, metrics = train(jax.random.key(0))
-    assert np.asarray(metrics.losses["policy_loss"]).shape == (4, config.num_updates)
+    assert np.asarray(metrics.scalars["loss/policy_loss"]).shape == (4, config.num_updates)
     assert jax.tree.leaves(state.env_state)[0].shape[:2] == (4, 4)
-    losses = np.asarray(metrics.losses["policy_loss"])
+    losses = np.asarray(metrics.scalars["loss/policy_loss"])
     assert len({row.tobytes() for row in losses}) == 4  # four different seeds
     assert train._cache_size() == 1
 
@@ -129,13 +130,22 @@ def test_box_gaussian_policy_learns(make_config):
 
 def test_whole_run_program_on_two_devices_with_two_seeds(tmp_path):
     """`make_train` on 2 forced CPU devices: the envs' state is per device, the init runs seed
-    by seed, and the run is the same for the same key."""
+    by seed, and the run is the same for the same key. One seed's envs split over the devices
+    split the leaves the algorithm declares (`Algorithm.envs_axis`) and no others."""
     script = tmp_path / "two_devices.py"
     script.write_text(
         "import jax, numpy as np\n"
+        "from jax.sharding import PartitionSpec as P\n"
         "from conftest import tiny_config\n"
-        "from purerl.program import make_train\n"
+        "from purerl.algorithm import RUNNER_STATE_ENVS_AXIS\n"
+        "from purerl.parallel import DEVICE_AXIS\n"
+        "from purerl.program import make_program, make_train\n"
         "assert jax.local_device_count() == 2\n"
+        "split = make_program(tiny_config()).state_sharding\n"
+        "specs = jax.tree.map(lambda sharding: sharding.spec, split)\n"
+        "expected = jax.tree.map(lambda envs: P(None, DEVICE_AXIS) if envs else P(),\n"
+        "                        RUNNER_STATE_ENVS_AXIS)\n"
+        "assert specs == expected, specs\n"
         "train = jax.jit(make_train(tiny_config(num_seeds=2)))\n"
         "a = train(jax.random.key(0))[1]\n"
         "b = train(jax.random.key(0))[1]\n"
@@ -179,8 +189,8 @@ def test_plain_paths_train(make_config):
     state, plain = jax.jit(lambda s: jax.lax.scan(lambda s, _: ppo.update(s), s, None,
                                                   config.num_updates))(state)
     assert jax.tree.structure(state.opt_state[1].mu) == jax.tree.structure(state.params)
-    assert np.all(np.asarray(plain.opt_steps) == 4)
+    assert np.all(np.asarray(plain.scalars["opt_steps"]) == 4)
     assert np.asarray(plain.episode_count).sum() > 0
     assert all(np.isfinite(np.asarray(x)).all() for x in jax.tree.leaves(plain))
-    assert not np.array_equal(np.asarray(cpu.losses["policy_loss"])[0],
-                              np.asarray(plain.losses["policy_loss"]))
+    assert not np.array_equal(np.asarray(cpu.scalars["loss/policy_loss"])[0],
+                              np.asarray(plain.scalars["loss/policy_loss"]))

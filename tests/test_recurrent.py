@@ -77,9 +77,9 @@ def test_first_minibatch_replays_the_rollouts_log_probs(make_config, cell, env_n
                             "total_timesteps": 3 * 96})
     _, metrics = jax.jit(make_train(config))(jax.random.key(0))
     assert np.all(np.asarray(metrics.episode_count) > 0)
-    assert np.all(np.isfinite(np.asarray(metrics.losses["policy_loss"])))
-    np.testing.assert_array_equal(np.asarray(metrics.losses["approx_kl"]), 0.0)
-    np.testing.assert_array_equal(np.asarray(metrics.losses["clip_frac"]), 0.0)
+    assert np.all(np.isfinite(np.asarray(metrics.scalars["loss/policy_loss"])))
+    np.testing.assert_array_equal(np.asarray(metrics.scalars["loss/approx_kl"]), 0.0)
+    np.testing.assert_array_equal(np.asarray(metrics.scalars["loss/clip_frac"]), 0.0)
 
 
 def test_a_gru_learns_what_a_feed_forward_policy_cannot(make_config):

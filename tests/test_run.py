@@ -430,7 +430,7 @@ def test_compile_s_is_the_compiles_not_what_ran_meanwhile():
     assert 0 < programs.compile_s <= elapsed - 1.0
     state, metrics = programs.run_chunk(programs.init(key, member_hyperparams(config)),
                                         np.int32(2))
-    assert int(state.update[0]) == 2 and metrics.losses["policy_loss"].shape == (1, 2)
+    assert int(state.update[0]) == 2 and metrics.scalars["loss/policy_loss"].shape == (1, 2)
 
 
 def test_training_more_continues_a_finished_run(trained_run, tmp_path):

@@ -44,11 +44,11 @@ def test_a_member_trains_as_the_plain_run_of_its_grid_point():
     _, ours = jax.jit(make_train(sweep))(jax.random.key(0))
     _, theirs = jax.jit(make_train(plain))(jax.random.key(0))
     np.testing.assert_array_equal(ours.episode_count[7], theirs.episode_count[1])
-    for name in ("policy_loss", "value_loss", "entropy"):
-        np.testing.assert_allclose(ours.losses[name][7], theirs.losses[name][1],
+    for name in ("loss/policy_loss", "loss/value_loss", "loss/entropy"):
+        np.testing.assert_allclose(ours.scalars[name][7], theirs.scalars[name][1],
                                    rtol=1e-5, atol=1e-6, err_msg=name)
     for name in ("learning_rate", "ent_coef"):
-        np.testing.assert_allclose(getattr(ours, name)[7], getattr(theirs, name)[1],
+        np.testing.assert_allclose(ours.scalars[name][7], theirs.scalars[name][1],
                                    rtol=1e-5, atol=1e-6, err_msg=name)
 
 

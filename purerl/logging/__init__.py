@@ -3,7 +3,7 @@
 - `sinks`: where metrics go: `metrics.jsonl` lines (`metrics_rows`, `MetricsLog`,
   `keep_rows_until`), `summary.json` (`write_summary`), TensorBoard and W&B
   (`TensorBoardSink`, `WandbSink`, `import_libraries`), and the number and key formats
-  (`json_number`, `eval_key`, `UPDATE_KEYS`).
+  (`json_number`, `eval_key`, `scalar_order`).
 - `history`: what the host keeps of a run (`RunHistory`) and its final returns
   (`final_returns`).
 - `progress`: the console's line per update (`progress_line`) and tqdm bar (`ProgressBar`).

@@ -19,11 +19,16 @@ from purerl.write_errors import writing
 if TYPE_CHECKING:  # not imported at run time: the command line's checks import this module
     from purerl.algorithm import Metrics
 
-# Metrics written to metrics.jsonl as means over seeds (the episode ones are pooled instead),
-# after the loss terms' (`Metrics.losses`: PPO's in this order, then a user's `loss/<name>`).
-PPO_LOSS_KEYS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_frac")
-UPDATE_KEYS = ("explained_variance", "value_mean", "learning_rate", "opt_steps",
-               "ent_coef", "clip_eps", "vf_coef", "gamma", "gae_lambda")
+# An algorithm's scalars (`Metrics.scalars`) are written as means over seeds (the episode ones
+# are pooled instead), in this order: PPO's loss metrics, any other `loss/<name>` by name,
+# PPO's other scalars, then any other by name.
+PPO_LOSS_KEYS = tuple(f"loss/{name}" for name in
+                      ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_frac"))
+PPO_UPDATE_KEYS = ("explained_variance", "value_mean", "learning_rate", "opt_steps",
+                   "ent_coef", "clip_eps", "vf_coef", "gamma", "gae_lambda")
+# The names PPO's loss metrics had before they were `loss/<name>`, still written to
+# metrics.jsonl beside the new ones; deprecated, to be dropped in the release after 0.3.0.
+DEPRECATED_ALIASES = {key: key.removeprefix("loss/") for key in PPO_LOSS_KEYS}
 
 
 def json_number(x: float):
@@ -54,16 +59,13 @@ def metrics_rows(metrics: Metrics, first_update: int, batch_size: int) -> List[D
 
     Returns:
       `K` dicts with `update`, `env_steps`, `episode_return`, `episode_length`, their `S`
-      values per seed, the loss terms' metrics and `UPDATE_KEYS` (means over seeds), each a
+      values per seed, and the algorithm's scalars (means over seeds, `scalar_order`), each a
       `json_number`.
     """
     count = metrics.episode_count.sum(axis=0)
     returns = metrics.episode_return_sum.sum(axis=0) / np.maximum(count, 1)
     lengths = metrics.episode_length_sum.sum(axis=0) / np.maximum(count, 1)
-    losses = ([k for k in PPO_LOSS_KEYS if k in metrics.losses]
-              + sorted(k for k in metrics.losses if k not in PPO_LOSS_KEYS))
-    means = {key: metrics.losses[key].mean(axis=0) for key in losses}
-    means.update({key: getattr(metrics, key).mean(axis=0) for key in UPDATE_KEYS})
+    means = {key: metrics.scalars[key].mean(axis=0) for key in scalar_order(metrics.scalars)}
     member_returns = member_means(metrics.episode_return_sum, metrics.episode_count)
     member_lengths = member_means(metrics.episode_length_sum, metrics.episode_count)
     rows = []
@@ -80,6 +82,20 @@ def metrics_rows(metrics: Metrics, first_update: int, batch_size: int) -> List[D
         row.update({key: json_number(float(value[i])) for key, value in means.items()})
         rows.append(row)
     return rows
+
+
+def scalar_order(keys) -> List[str]:
+    """`keys` in the order a row holds them: `PPO_LOSS_KEYS`, other `loss/<name>` keys by name,
+    `PPO_UPDATE_KEYS`, then the rest by name."""
+    def rank(key):
+        for group, known in enumerate((PPO_LOSS_KEYS, None, PPO_UPDATE_KEYS)):
+            if known is None and key.startswith("loss/"):
+                return group, 0, key
+            if known is not None and key in known:
+                return group, known.index(key), key
+        return 3, 0, key
+
+    return sorted(keys, key=rank)
 
 
 def member_means(sums: np.ndarray, counts: np.ndarray) -> List[List[Optional[float]]]:
@@ -119,14 +135,20 @@ class MetricsLog:
             self._file = self.path.open("a")
 
     def write(self, rows: List[Dict]) -> None:
-        """Appends `rows` in one write (a process killed meanwhile cuts at most the last line)."""
+        """Appends `rows` in one write (a process killed meanwhile cuts at most the last line),
+        each with the `DEPRECATED_ALIASES` of the keys it has."""
         with writing(self.path):
-            self._file.write("".join(json.dumps(row) + "\n" for row in rows))
+            self._file.write("".join(json.dumps(with_aliases(row)) + "\n" for row in rows))
             self._file.flush()
 
     def close(self) -> None:
         with writing(self.path):
             self._file.close()
+
+
+def with_aliases(row: Dict) -> Dict:
+    """`row` with each `DEPRECATED_ALIASES` key it has written again under its old name."""
+    return {**row, **{old: row[new] for new, old in DEPRECATED_ALIASES.items() if new in row}}
 
 
 def keep_rows_until(path: Path, last_update: int) -> None:
