@@ -21,6 +21,7 @@ from purerl.settings_help import config_dir
 
 CURVE_POINTS = 50  # env-step points of a sample-efficiency curve
 PROFILE_POINTS = 101  # thresholds of a performance profile
+TIE_MARGIN = 0.1  # every score tied: thresholds span the tie +- this fraction of it (>= 0.1)
 CURVE_REPS = 2000  # replicates of the profiles' and curves' bands (rliable's profile default)
 SIZE = 0.95  # the intervals' coverage
 AGGREGATES = ("mean", "median", "iqm", "optimality_gap")
@@ -244,7 +245,7 @@ def improvements(groups: List[Group], reps: int, seed: int) -> List[Dict]:
 
 def profiles(groups: List[Group], seed: int) -> Dict:
     """Each group's performance profile with its interval: the fraction of its runs that score
-    above each of `PROFILE_POINTS` thresholds from the lowest score to the highest.
+    above each of `PROFILE_POINTS` thresholds (`thresholds`).
 
     Args:
         groups: the groups.
@@ -254,14 +255,32 @@ def profiles(groups: List[Group], seed: int) -> Dict:
         report.json's `profiles`: `taus` `[T]`, and per group `fraction` `[T]` and `interval`
             `[2, T]`.
     """
-    every = np.concatenate([g.scores.ravel() for g in groups])
-    taus = np.linspace(every.min(), every.max(), PROFILE_POINTS)
+    taus = thresholds(np.concatenate([g.scores.ravel() for g in groups]))
     points, intervals = aggregate.interval_estimates(
         {g.label: g.scores for g in groups}, lambda s: aggregate.score_distribution(s, taus),
         reps=CURVE_REPS, size=SIZE, seed=seed)
     return {"taus": taus.tolist(),
             "groups": {k: {"fraction": points[k].tolist(), "interval": intervals[k].tolist()}
                        for k in points}}
+
+
+def thresholds(scores: np.ndarray) -> np.ndarray:
+    """A performance profile's thresholds: evenly spaced from the lowest score to the highest.
+    When every score ties, they span the tie and `TIE_MARGIN` of it either side (at least
+    `TIE_MARGIN`), so that the profile shows its step from 1 (below the tie) to 0 (at and
+    above it), as rliable's profiles over a fixed range of thresholds do.
+
+    Args:
+        scores: `[K]` every score of every group.
+
+    Returns:
+        `[PROFILE_POINTS]` thresholds, ascending.
+    """
+    low, high = scores.min(), scores.max()
+    if low == high:
+        margin = TIE_MARGIN * max(abs(low), 1.0)
+        low, high = low - margin, high + margin
+    return np.linspace(low, high, PROFILE_POINTS)
 
 
 def curves(groups: List[Group], metric: str, ranges: Optional[Dict], seed: int) -> Dict:
