@@ -136,7 +136,7 @@ def _same_state(a: Path, b: Path) -> bool:
     import jax
     import numpy as np
 
-    from purerl.checkpoint import restore_run
+    from purerl.restoring import restore_run
 
     x, y = restore_run(a).state, restore_run(b).state
     return all(np.array_equal(np.asarray(p), np.asarray(q)) for p, q in

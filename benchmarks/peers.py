@@ -118,7 +118,7 @@ ROWS = ["process", *DRIVER_ROWS, *PURERL_ROWS]
 # heavy ones inside its functions); ppo.py imports all of its own at its top.
 PURERL_IMPORTS = ("import purerl.train, purerl.envs, purerl.evaluation, purerl.logging.sinks, "
                   "purerl.logging.history, purerl.logging.progress, purerl.logging.plots, "
-                  "purerl.checkpoint")
+                  "purerl.checkpoint, purerl.restoring")
 PURERL_PACKAGES = ["purerl", "jax", "jaxlib", "flax", "optax", "chex", "gymnax", "hydra-core",
                    "numpy"]
 PUREJAXRL_PACKAGES = ["jax", "jaxlib", "flax", "optax", "chex", "distrax", "gymnax", "brax",

@@ -8,7 +8,9 @@ process killed while saving leaves the previous checkpoint as the newest usable 
 run that owns the directory removes such temporary directories. A checkpoint damaged after it
 was written (truncated or missing files, on a node lost mid-copy) is skipped with a warning when
 restoring, and the newest intact one before it is used. Orbax is imported on first use: a new
-run needs it only when it saves its first checkpoint.
+run needs it only when it saves its first checkpoint. Whether a config continues a saved run,
+and a run directory's checkpoint restored into the program its config describes:
+`purerl.restoring`.
 """
 
 from __future__ import annotations
@@ -20,11 +22,12 @@ import logging
 import shutil
 import sys
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import jax
 
-from purerl.config import RESUMABLE_CHANGES, Config, ConfigError, flat_settings
+from purerl.config import Config, ConfigError
+from purerl.saved_layouts import saved_layouts
 from purerl.version import __version__
 from purerl.write_errors import WriteError, quiet_after_failure, writes_to
 
@@ -105,7 +108,7 @@ class Checkpoints:
         ocp = import_orbax()
         abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, like)
         first_mismatch = None
-        for layout, to_like in _saved_layouts(abstract):
+        for layout, to_like in saved_layouts(abstract):
             try:
                 state, record = self._restore_layout(update, layout)
                 return to_like(state), record
@@ -174,28 +177,6 @@ class Checkpoints:
     def close(self) -> None:
         if self._orbax_manager is not None:
             self._orbax_manager.close()
-
-
-def _saved_layouts(abstract: Any) -> Iterator[Tuple[Any, Callable[[Any], Any]]]:
-    """The layouts a saved state may have, each with the conversion of a state restored in it
-    to `abstract`'s, the next made only when the one before did not fit: `abstract` itself,
-    then (for a `RunnerState` whose optimizer state holds param-shaped trees) purerl 0.2.0's
-    CPU-plan layout, those trees raveled into `[S, P]`."""
-    from purerl.learner import ravel_like_params, unravel_like_params
-
-    yield abstract, lambda state: state
-    if not (_is_record(abstract) and hasattr(abstract, "opt_state")):
-        return
-    params, opt_state = abstract.params, abstract.opt_state
-    flat = jax.eval_shape(lambda s, p: ravel_like_params(s, p, lead=1), opt_state, params)
-    if jax.tree.structure(flat) == jax.tree.structure(opt_state):
-        return
-    sharding = jax.tree.leaves(params)[0].sharding  # the optimizer state's, as the params'
-    flat = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding), flat)
-    as_tree = jax.jit(lambda saved: unravel_like_params(saved, opt_state, params, lead=1),
-                      out_shardings=jax.tree.map(lambda x: x.sharding, opt_state))
-    yield (abstract._replace(opt_state=flat),
-           lambda state: state._replace(opt_state=as_tree(state.opt_state)))
 
 
 def _first_line(error: Exception) -> str:
@@ -268,107 +249,3 @@ def _refilled(like: Any, restored: Any) -> Any:
 def config_record(config: Config) -> Dict:
     """The config as saved in a checkpoint's record."""
     return dataclasses.asdict(config)
-
-
-def config_differences(saved: Dict, config: Config, ignore=RESUMABLE_CHANGES) -> List[str]:
-    """`key: saved -> now` for every setting that differs, but those in `ignore`; a setting
-    that the saved config lacks (added to purerl later) counts as its default."""
-    old = flat_settings(config_record(_from_dict(Config, saved)))
-    new = flat_settings(config_record(config))
-    keys = sorted(k for k in set(old) | set(new) if k.split(".")[0] not in ignore)
-    return [f"{k}={old.get(k)!r} -> {new.get(k)!r}" for k in keys if old.get(k) != new.get(k)]
-
-
-def check_resumable(record: Dict, config: Config, num_devices: int, directory: Path,
-                    plan: str) -> None:
-    """Raises ConfigError when `config` would not continue the run whose checkpoint `record`
-    this is. Only the settings of `RESUMABLE_CHANGES` may differ, and `total_timesteps` may
-    grow: a finished or stopped run then trains more. The devices, processes and plan may
-    differ too (where the envs divide over the devices: `validate` checks that): the run goes
-    on from the saved state, and the log says that the rest of it is not bit for bit what it
-    would have been where it was saved (docs/runs.md says why)."""
-    resume = f"resume={str(config.resume).lower()}"
-    processes = jax.process_count()
-    saved = (record.get("devices", num_devices), record.get("processes", 1),
-             record.get("plan", "cpu"))  # purerl 0.2.0 saved no plan; it ran on CPUs
-    now = (num_devices, processes, plan)
-    if saved != now:
-        log.info("%s: %s was trained on %d device(s) of %d process(es) with plan %s, this run "
-                 "has %d device(s) of %d process(es) with plan %s: it goes on from the saved "
-                 "state, not bit for bit as it would have gone on there (docs/runs.md)",
-                 resume, directory, *saved, *now)
-    changed = config_differences(record["config"], config,
-                                 ignore=RESUMABLE_CHANGES + ("total_timesteps",))
-    if changed:
-        more = f" and {len(changed) - 3} more" if len(changed) > 3 else ""
-        shown = ", ".join(changed[:3]) + more
-        raise ConfigError(
-            f"{resume}: {directory} was trained with other settings ({shown}); only "
-            f"{', '.join(RESUMABLE_CHANGES)} may change on resume, and total_timesteps grow")
-    if record["update"] > config.num_updates:
-        raise ConfigError(
-            f"{resume}: total_timesteps={config.total_timesteps} is {config.num_updates} "
-            f"updates, fewer than the {record['update']} that {directory}'s checkpoint holds")
-
-
-def load_config(record: Dict) -> Config:
-    """The `Config` saved in a checkpoint's record."""
-    return _from_dict(Config, record["config"])
-
-
-def _from_dict(cls, values: Dict):
-    kwargs = {}
-    for f in dataclasses.fields(cls):
-        if f.name not in values:
-            continue
-        value = values[f.name]
-        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else None
-        kwargs[f.name] = (_from_dict(type(default), value)
-                          if dataclasses.is_dataclass(default) else value)
-    return cls(**kwargs)
-
-
-def final_checkpoint(run_dir: Path, which: str = "final") -> Tuple[Checkpoints, int]:
-    """The checkpoints and update of a run directory's newest (`final`) or `best` checkpoint;
-    raises ConfigError when there is none."""
-    directory = Path(run_dir) / CHECKPOINTS
-    if which == BEST:
-        directory = directory / BEST
-    elif which != "final":
-        raise ConfigError(f"checkpoint={which!r} must be final or best")
-    if not directory.is_dir():
-        kind = " with checkpoint.best=true" if which == BEST else ""
-        raise ConfigError(f"{run_dir}: no {directory.relative_to(Path(run_dir))}/ directory "
-                          f"(is it a purerl run directory{kind}?)")
-    checkpoints = Checkpoints(directory)
-    update = checkpoints.latest()
-    if update is None:
-        raise ConfigError(f"{directory}: no complete checkpoint")
-    return checkpoints, update
-
-
-class SavedRun(NamedTuple):
-    update: int
-    config: Config
-    state: Any  # the RunnerState, leaves `[S, ...]` (host arrays)
-    record: Dict
-
-
-def restore_run(run_dir: Path, which: str = "final", **given) -> SavedRun:
-    """A run directory's newest (`final`) or `best` intact checkpoint, restored into the state
-    its saved config describes (and `given`: what the run was given from Python, as
-    `make_program` takes it); raises ConfigError."""
-    from purerl.program import make_program
-
-    checkpoints, update = final_checkpoint(run_dir, which)
-    try:
-        update, record = checkpoints.record_intact(update)
-        config = load_config(record)
-        # On this process's first device, whatever devices the run was saved from.
-        device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
-        like = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=device),
-                            jax.eval_shape(make_program(config, **given).init, jax.random.key(0)))
-        update, state, record = checkpoints.restore_intact(update, like)
-    finally:
-        checkpoints.close()
-    return SavedRun(update, config, state, record)

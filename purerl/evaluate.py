@@ -64,10 +64,10 @@ def evaluate_run(args: EvaluateArgs) -> Dict[str, Dict[str, float]]:
     import numpy as np
 
     from purerl.agent import make_agent
-    from purerl.checkpoint import restore_run
     from purerl.envs import make_env
     from purerl.evaluation import make_evaluator, with_evaluation
     from purerl.parallel import map_seeds
+    from purerl.restoring import restore_run
     from purerl.sweep import is_sweep, point_label
     from purerl.trained import checked_member
 

@@ -27,28 +27,29 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import itertools
 import json
-import os
 import sys
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-from purerl import aggregate
 from purerl.config import Config, ConfigError, flat_settings, result_settings
-from purerl.results import EVAL_RETURN, FINAL_RETURN, Sample, read_samples
-from purerl.settings_help import config_dir
+from purerl.report_markdown import markdown
+from purerl.report_statistics import (
+    SIZE,
+    aggregates,
+    curves,
+    group_samples,
+    improvements,
+    profiles,
+    raw_target,
+    score_ranges,
+)
+from purerl.results import EVAL_RETURN, FINAL_RETURN, read_samples
 from purerl.write_errors import WriteError, writes_to
 
-CURVE_POINTS = 50  # env-step points of a sample-efficiency curve
-PROFILE_POINTS = 101  # thresholds of a performance profile
-CURVE_REPS = 2000  # replicates of the profiles' and curves' bands (rliable's profile default)
-SIZE = 0.95  # the intervals' coverage
 FILES = ("report.md", "report.json", "performance_profiles.png", "sample_efficiency.png")
-AGGREGATES = ("mean", "median", "iqm", "optimality_gap")
-HEADINGS = {"mean": "mean", "median": "median", "iqm": "IQM", "optimality_gap": "optimality gap"}
 
 
 @dataclasses.dataclass
@@ -62,23 +63,6 @@ class ReportArgs:
     out: str = "report"
     reps: int = 50_000
     seed: int = 0
-
-
-@dataclasses.dataclass
-class Group:
-    """One group's samples as a score matrix.
-
-    Attributes:
-        label: how the report names it (`ppo.lr=0.001`, a run's path).
-        envs: the envs, the matrix's columns, sorted.
-        scores: `[N, M]`: N runs of each of the M envs, normalized when the report is.
-        samples: `[N][M]`, the sample behind each score.
-    """
-
-    label: str
-    envs: List[str]
-    scores: np.ndarray
-    samples: List[List[Sample]]
 
 
 def parse_args(argv: Sequence[str]) -> ReportArgs:
@@ -128,136 +112,6 @@ def _eval_metric(metric: str) -> str:
     return f"{EVAL_RETURN}{temperature}"
 
 
-def score_ranges(normalize: str, envs: List[str]) -> Optional[Dict[str, Dict[str, float]]]:
-    """The `{env: {"random": R, "target": T}}` that returns are normalized by, None for raw
-    returns.
-
-    Args:
-        normalize: auto, presets, none, or a YAML file of ranges.
-        envs: the envs of the runs.
-
-    Raises:
-        ConfigError: raw returns of several envs; an env without a range; a bad file.
-    """
-    if normalize == "auto":
-        normalize = "presets" if len(envs) > 1 else "none"
-    if normalize == "none":
-        if len(envs) > 1:
-            raise ConfigError(f"the runs are of {len(envs)} envs ({', '.join(envs)}) and "
-                              "normalize=none: returns of different envs do not compare; "
-                              "normalize=presets divides each by its env's range")
-        return None
-    path = config_dir() / "score_ranges.yaml" if normalize == "presets" else Path(normalize)
-    table = _read_ranges(path)
-    for env in envs:
-        entry = table.get(env)
-        if not isinstance(entry, dict) or not {"random", "target"} <= set(entry):
-            raise ConfigError(f"normalize={normalize}: {path} has no score range (random and "
-                              f"target) of {env}; give normalize=<file.yaml> with a line "
-                              f"`{env}: {{random: R, target: T}}`")
-        if not entry["target"] > entry["random"]:
-            raise ConfigError(f"{path}: {env}'s target {entry['target']} is not above its "
-                              f"random return {entry['random']}")
-    return {env: {"random": float(table[env]["random"]), "target": float(table[env]["target"])}
-            for env in envs}
-
-
-def _read_ranges(path: Path) -> Dict:
-    from omegaconf import OmegaConf
-    from omegaconf.errors import OmegaConfBaseException
-
-    if not path.is_file():
-        raise ConfigError(f"normalize={path}: no such file")
-    try:
-        return OmegaConf.to_container(OmegaConf.load(path))
-    except (OmegaConfBaseException, ValueError) as error:
-        raise ConfigError(f"cannot read {path}: {str(error).splitlines()[0]}") from None
-
-
-def group_samples(samples: List[Sample], group_by: str, metric: str,
-                  ranges: Optional[Dict[str, Dict[str, float]]]) -> List[Group]:
-    """The samples grouped, as score matrices.
-
-    Args:
-        samples: every sample read.
-        group_by: "run" (each run directory and grid point), "all" (one group), or a dotted
-            setting.
-        metric: the score taken of each sample.
-        ranges: per env `{"random", "target"}` to normalize by, or None.
-
-    Returns:
-        The groups: by run in the runs' order, by a setting in the order of its values.
-
-    Raises:
-        ConfigError: a sample without the metric; a group with fewer than 2 runs of an env,
-            or with unequal numbers of runs of its envs.
-    """
-    labels = _labels(samples, group_by)
-    groups = []
-    for label in dict.fromkeys(labels[s.run_dir, s.member] for s in samples):
-        members = [s for s in samples if labels[s.run_dir, s.member] == label]
-        envs = sorted({s.env for s in members})
-        columns = [[s for s in members if s.env == env] for env in envs]
-        runs = {env: len(column) for env, column in zip(envs, columns)}
-        if min(runs.values()) < 2:
-            env = min(runs, key=runs.get)
-            raise ConfigError(
-                f"group {label!r} has 1 run of {env} ({columns[envs.index(env)][0].run_dir}): "
-                "a confidence interval needs at least 2; train more seeds (num_seeds=N) or "
-                "group_by a setting that pools runs")
-        if len(set(runs.values())) > 1:
-            counts = ", ".join(f"{n} of {env}" for env, n in runs.items())
-            raise ConfigError(f"group {label!r} has {counts} runs: the stratified bootstrap "
-                              "needs as many runs of each env")
-        scores = np.array([[_score(s, metric, ranges) for s in row] for row in zip(*columns)])
-        groups.append(Group(label, envs, scores, [list(row) for row in zip(*columns)]))
-    if group_by not in ("run", "all"):  # by the setting's value, numbers numerically
-        groups.sort(key=lambda g: _value_order(g.samples[0][0].settings.get(group_by)))
-    return groups
-
-
-def _labels(samples: List[Sample], group_by: str) -> Dict[Tuple[Path, int], str]:
-    """Each sample's group label, by `(run_dir, member)`: `ppo.lr=0.001`; by run, the run's
-    path below the runs' common folder (a single run's as given) and its grid point."""
-    if group_by == "all":
-        return {(s.run_dir, s.member): "all" for s in samples}
-    if group_by != "run":
-        return {(s.run_dir, s.member): f"{group_by}={_format(s.settings.get(group_by))}"
-                for s in samples}
-    runs = list(dict.fromkeys(s.run_dir for s in samples))
-    root = os.path.commonpath([r.resolve() for r in runs])
-    names = {r: os.path.relpath(r.resolve(), root) if len(runs) > 1 else str(r) for r in runs}
-    return {(s.run_dir, s.member): " ".join(filter(None, (names[s.run_dir], s.point)))
-            for s in samples}
-
-
-def _value_order(value) -> Tuple:
-    number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    return (0, value, "") if number else (1, 0, str(value))
-
-
-def _format(value) -> str:
-    return f"{value:g}" if isinstance(value, float) else str(value)
-
-
-def _score(sample: Sample, metric: str, ranges: Optional[Dict]) -> float:
-    if metric not in sample.scores:
-        have = ", ".join(sample.scores)
-        raise ConfigError(f"metric={metric}: {sample.run_dir} has no such metric (it has "
-                          f"{have})")
-    value = sample.scores[metric]
-    if value is None:
-        raise ConfigError(f"{sample.run_dir}: member {sample.member} has no {metric} (no "
-                          "episode ended)")
-    return normalized(value, ranges[sample.env]) if ranges else value
-
-
-def normalized(value, score_range: Dict[str, float]):
-    """`(value - random) / (target - random)`: 0 at a uniform-random policy's return, 1 at
-    the target."""
-    return (value - score_range["random"]) / (score_range["target"] - score_range["random"])
-
-
 def make_report(args: ReportArgs) -> Dict:
     """Reads the runs, computes the statistics and writes the report's files to `args.out`.
 
@@ -282,198 +136,54 @@ def _make_report(args: ReportArgs) -> Dict:
     envs = sorted({s.env for s in samples})
     ranges = score_ranges(args.normalize, envs)
     groups = group_samples(samples, args.group_by, args.metric, ranges)
-    target = 1.0 if ranges else _raw_target(envs[0])
+    target = 1.0 if ranges else raw_target(envs[0])
     report = {
         "metric": args.metric, "group_by": args.group_by, "normalized_by": ranges,
         "optimality_target": target, "reps": args.reps, "seed": args.seed, "size": SIZE,
         "runs": len({s.run_dir for s in samples}), "samples": len(samples),
         "skipped": [{"run": str(d), "status": status} for d, status in skipped],
-        "groups": _aggregates(groups, target, args),
-        "improvement": _improvements(groups, args),
+        "groups": aggregates(groups, target, args.reps, args.seed),
+        "improvement": improvements(groups, args.reps, args.seed),
+        "profiles": profiles(groups, args.seed),
+        "curves": curves(groups, args.metric, ranges, args.seed),
     }
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    scale = "normalized " if ranges else ""
-    report["profiles"] = _profiles(groups, out / "performance_profiles.png",
-                                   f"{scale}{args.metric}", args.seed)
-    curve = "episode return (moving mean)" if args.metric == FINAL_RETURN else args.metric
-    report["curves"] = _curves(groups, args.metric, ranges, out / "sample_efficiency.png",
-                               f"IQM of {scale}{curve}", args.seed)
+    _draw_figures(report, out)
     (out / "report.json").write_text(json.dumps(report, indent=1) + "\n")
     (out / "report.md").write_text(markdown(report))
     return report
 
 
-def _raw_target(env: str) -> Optional[float]:
-    """The optimality gap's target for raw returns: the env's in conf/score_ranges.yaml, if
-    any."""
-    entry = _read_ranges(config_dir() / "score_ranges.yaml").get(env)
-    return float(entry["target"]) if isinstance(entry, dict) and "target" in entry else None
+def _draw_figures(report: Dict, out: Path) -> None:
+    """performance_profiles.png and sample_efficiency.png of report.json's numbers (the
+    latter when any group has a curve) in `out`."""
+    from purerl.logging.plots import profiles_figure, sample_efficiency_figure, save_png
 
-
-def _aggregates(groups: List[Group], target: Optional[float], args: ReportArgs) -> List[Dict]:
-    """Per group, each aggregate's point estimate and interval."""
-    names = AGGREGATES if target is not None else AGGREGATES[:-1]
-
-    def func(scores):
-        values = [aggregate.mean(scores), aggregate.median(scores), aggregate.iqm(scores)]
-        if target is not None:
-            values.append(aggregate.optimality_gap(scores, target))
-        return np.stack(values, axis=-1)
-
-    points, intervals = aggregate.interval_estimates(
-        {g.label: g.scores for g in groups}, func, reps=args.reps, size=SIZE, seed=args.seed)
-    return [{"label": g.label, "envs": g.envs, "runs_per_env": g.scores.shape[0],
-             "runs": sorted({str(s.run_dir) for row in g.samples for s in row}),
-             "scores": g.scores.tolist(),
-             **{name: {"point": float(points[g.label][i]),
-                       "interval": intervals[g.label][:, i].tolist()}
-                for i, name in enumerate(names)}}
-            for g in groups]
-
-
-def _improvements(groups: List[Group], args: ReportArgs) -> List[Dict]:
-    """P(X > Y) with its interval for each pair of groups on the same envs, both ways (the
-    reverse is 1 - P, its interval mirrored)."""
-    pairs = {(x.label, y.label): (x.scores, y.scores)
-             for x, y in itertools.combinations(groups, 2) if x.envs == y.envs}
-    points, intervals = aggregate.interval_estimates(
-        pairs, aggregate.probability_of_improvement, reps=args.reps, size=SIZE, seed=args.seed)
-    rows = []
-    for x, y in pairs:
-        point, (low, high) = float(points[x, y]), intervals[x, y].tolist()
-        rows.append({"x": x, "y": y, "point": point, "interval": [low, high]})
-        rows.append({"x": y, "y": x, "point": 1 - point, "interval": [1 - high, 1 - low]})
-    return rows
-
-
-def _profiles(groups: List[Group], path: Path, xlabel: str, seed: int) -> Dict:
-    """Each group's performance profile with its interval, drawn to `path`."""
-    from purerl.logging.plots import profiles_figure, save_png
-
-    every = np.concatenate([g.scores.ravel() for g in groups])
-    taus = np.linspace(every.min(), every.max(), PROFILE_POINTS)
-    points, intervals = aggregate.interval_estimates(
-        {g.label: g.scores for g in groups}, lambda s: aggregate.score_distribution(s, taus),
-        reps=CURVE_REPS, size=SIZE, seed=seed)
-    save_png(profiles_figure(taus, {k: (points[k], intervals[k]) for k in points}, xlabel),
-             path)
-    return {"taus": taus.tolist(),
-            "groups": {k: {"fraction": points[k].tolist(), "interval": intervals[k].tolist()}
-                       for k in points}}
-
-
-def _curves(groups: List[Group], metric: str, ranges: Optional[Dict], path: Path, ylabel: str,
-            seed: int) -> Dict:
-    """Each group's IQM against env steps with its interval, drawn to `path` (when any group
-    has one); a group whose runs share no stretch of env steps has none. Episode returns per
-    update are each run's moving mean over a twentieth of its updates first (as
-    learning_curve.png's thick line); evaluations are taken as they are."""
-    from purerl.logging.plots import sample_efficiency_figure, save_png, smooth, smoothing_window
-
-    def own(sample):
-        x, y = sample.curves[metric]
-        return (x, smooth(y, smoothing_window(y.size))) if metric == FINAL_RETURN else (x, y)
-
-    curves = {}
-    for g in groups:
-        grid, values = common_curve([[own(s) for s in row] for row in g.samples])
-        if grid is None:
-            continue
-        if ranges:
-            values = np.stack([normalized(values[:, m], ranges[env])
-                               for m, env in enumerate(g.envs)], axis=1)
-        curves[g.label] = (grid, values)
-    points, intervals = aggregate.interval_estimates(
-        {k: v for k, (_, v) in curves.items()},
-        lambda s: aggregate.iqm(np.moveaxis(s, -1, -3)), reps=CURVE_REPS, size=SIZE, seed=seed)
-    if curves:
-        save_png(sample_efficiency_figure({k: (curves[k][0], points[k], intervals[k])
-                                           for k in curves}, ylabel), path)
+    scale = "normalized " if report["normalized_by"] else ""
+    metric = report["metric"]
+    lines = {label: (np.asarray(g["fraction"]), np.asarray(g["interval"]))
+             for label, g in report["profiles"]["groups"].items()}
+    save_png(profiles_figure(np.asarray(report["profiles"]["taus"]), lines, f"{scale}{metric}"),
+             out / "performance_profiles.png")
+    curve = "episode return (moving mean)" if metric == FINAL_RETURN else metric
+    path = out / "sample_efficiency.png"
+    if report["curves"]:
+        save_png(sample_efficiency_figure(
+            {label: tuple(np.asarray(c[k]) for k in ("env_steps", "iqm", "interval"))
+             for label, c in report["curves"].items()}, f"IQM of {scale}{curve}"), path)
     else:
         path.unlink(missing_ok=True)  # an earlier report's
-    return {k: {"env_steps": curves[k][0].tolist(), "iqm": points[k].tolist(),
-                "interval": intervals[k].tolist()} for k in curves}
-
-
-def common_curve(curves: List[List[Tuple[np.ndarray, np.ndarray]]]
-                 ) -> Tuple[Optional[np.ndarray], Optional[np.ndarray]]:
-    """Samples' curves on `CURVE_POINTS` common env steps: each sample's latest value at or
-    before each step (an update without a finished episode keeps the one before), over the
-    stretch where every sample has one.
-
-    Args:
-        curves: `[N][M]` `(env_steps [P], values [P])`, NaN where a sample has no value.
-
-    Returns:
-        `(env_steps [F], values [N, M, F])`, or `(None, None)` when the samples share no
-            stretch of env steps.
-    """
-    finite = [[(x[np.isfinite(y)], y[np.isfinite(y)]) for x, y in row] for row in curves]
-    if any(x.size == 0 for row in finite for x, _ in row):
-        return None, None
-    start = max(x[0] for row in finite for x, _ in row)
-    end = min(x[-1] for row in finite for x, _ in row)
-    if start >= end:
-        return None, None
-    grid = np.linspace(start, end, CURVE_POINTS)
-    values = np.array([[y[np.searchsorted(x, grid, side="right") - 1] for x, y in row]
-                       for row in finite])
-    return grid, values
-
-
-def markdown(report: Dict) -> str:
-    """report.md: what was read, the aggregates' table, the probabilities of improvement, the
-    figures."""
-    metric, ranges, target = report["metric"], report["normalized_by"], report["optimality_target"]
-    names = [n for n in AGGREGATES if n in report["groups"][0]]
-    scale = ("normalized per env as (return - random) / (target - random): "
-             + ", ".join(f"{env} [{r['random']:.4g}, {r['target']:.4g}]"
-                         for env, r in ranges.items())) if ranges else "raw returns"
-    lines = ["# purerl report", "",
-             f"{report['samples']} samples from {report['runs']} run(s), metric `{metric}`, "
-             f"{scale}, grouped by `{report['group_by']}`. Intervals: "
-             f"{report['size']:.0%} stratified bootstrap (percentile), {report['reps']:,} "
-             f"replicates, seed {report['seed']}, rliable's definitions.", "",
-             "| group | runs x envs | " + " | ".join(HEADINGS[n] for n in names) + " |",
-             "| --- | ---: |" + " --- |" * len(names)]
-    for g in report["groups"]:
-        cells = [f"{g[n]['point']:.4g} [{g[n]['interval'][0]:.4g}, {g[n]['interval'][1]:.4g}]"
-                 for n in names]
-        lines.append(f"| {g['label']} | {g['runs_per_env']} x {len(g['envs'])} | "
-                     + " | ".join(cells) + " |")
-    lines += ["", "Median: of the envs' means (rliable's definition; with one env, their mean).",
-              ""]
-    if target is not None:
-        lines.append(f"Optimality gap: how far the runs stay below {target:.4g} on average (a "
-                     "run above it counts as it); lower is better.")
-    else:
-        lines.append("No optimality gap: conf/score_ranges.yaml has no target for "
-                     f"{report['groups'][0]['envs'][0]}.")
-    labels = [g["label"] for g in report["groups"]]
-    if report["improvement"]:
-        cells = {(r["x"], r["y"]): f"{r['point']:.3f} [{r['interval'][0]:.3f}, "
-                 f"{r['interval'][1]:.3f}]" for r in report["improvement"]}
-        lines += ["", "## Probability of improvement", "",
-                  "P(a run of the row's group scores above a run of the column's), ties half, "
-                  "averaged over envs; groups on other envs are not compared.", "",
-                  "| | " + " | ".join(labels) + " |", "| --- |" + " ---: |" * len(labels)]
-        lines += [f"| {x} | " + " | ".join("" if x == y else cells.get((x, y), "n/a")
-                                           for y in labels) + " |" for x in labels]
-    lines += ["", "## Performance profiles", "",
-              "![performance profiles](performance_profiles.png)", "", "## Sample efficiency", ""]
-    missing = [label for label in labels if label not in report["curves"]]
-    if report["curves"]:
-        lines.append("![IQM against env steps](sample_efficiency.png)")
-    if missing:
-        lines += ["", "No curve (its runs share no stretch of env steps): " + ", ".join(missing)]
-    if report["skipped"]:
-        lines += ["", "Skipped (not finished): " + ", ".join(
-            f"`{s['run']}` ({s['status']})" for s in report["skipped"])]
-    return "\n".join(lines) + "\n"
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
+    """`python -m purerl.report`: the report's files written, report.md and the files' paths
+    printed; a bad argument or input is one line on stderr and exit code 2, a failed write
+    exit code 1.
+
+    Args:
+        argv: the arguments; default: the command line's.
+    """
     argv = sys.argv[1:] if argv is None else list(argv)
     if any(arg in ("-h", "--help") for arg in argv):
         print(__doc__.strip())

@@ -66,7 +66,7 @@ def resume_point(config: Config, run_dir: Path, checkpoints, num_devices: int,
     """The update to resume from (None for a new run) on `num_devices` devices with the plan
     named `plan`, after checking that the run directory fits the request (`resume`: false,
     true or auto); raises ConfigError."""
-    from purerl.checkpoint import check_resumable
+    from purerl.restoring import check_resumable
 
     latest = checkpoints.latest()
     if config.resume is False:
@@ -117,7 +117,7 @@ def params_from(run_dir: Path, like, init_member: Optional[int] = None):
     import jax
     import numpy as np
 
-    from purerl.checkpoint import restore_run
+    from purerl.restoring import restore_run
     from purerl.trained import checked_member
 
     saved = restore_run(run_dir)

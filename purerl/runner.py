@@ -12,9 +12,10 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from purerl.builtin_events import PBT_LOG, default_events
 from purerl.compiling import ProgramCache
 from purerl.config import Config
-from purerl.events import PBT_LOG, Chunk, Event, Run, default_events
+from purerl.events import Chunk, Event, Run
 from purerl.signals import StopSignals
 
 log = logging.getLogger("purerl")
@@ -313,9 +314,9 @@ def _run_chunk(run: Run, num: int, signals: StopSignals, room: int) -> Tuple[Chu
 
 def _finish(run: Run) -> Dict:
     """The final plot and summary.json, and the run's last log lines; returns the summary."""
+    from purerl.builtin_events import plot_learning_curve
     from purerl.checkpoint import CHECKPOINTS, Checkpoints
     from purerl.distributed import writes_files
-    from purerl.events import plot_learning_curve
     from purerl.logging.sinks import write_summary
     from purerl.summary import run_summary
 

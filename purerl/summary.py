@@ -5,7 +5,8 @@ from __future__ import annotations
 import signal
 from typing import Dict
 
-from purerl.events import Run, pbt_rows
+from purerl.builtin_events import pbt_rows
+from purerl.events import Run
 
 
 def run_summary(run: Run) -> Dict:

@@ -22,11 +22,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from purerl.agent import Memory, make_agent
-from purerl.checkpoint import restore_run
 from purerl.config import Config, ConfigError
 from purerl.envs import make_env, wrap_env
 from purerl.evaluation import make_evaluator, with_evaluation
 from purerl.logging.history import RunHistory
+from purerl.restoring import restore_run
 from purerl.validation import validate
 
 
@@ -199,7 +199,7 @@ def best_member(record: Dict) -> int:
 
 def checked_member(saved, run_dir, member: Optional[int], setting: str = "member",
                    best_by_default: bool = True) -> Optional[int]:
-    """`member` of a restored run (`purerl.checkpoint.restore_run`), range-checked; when None,
+    """`member` of a restored run (`purerl.restoring.restore_run`), range-checked; when None,
     the member with the best final return if `best_by_default` or the run is a sweep, else None
     (every member). Raises ConfigError naming `setting`."""
     from purerl.sweep import is_sweep

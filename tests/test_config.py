@@ -5,9 +5,9 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from purerl.checkpoint import config_differences
 from purerl.config import Config, ConfigError, EnvConfig, auto_cpu_devices
 from purerl.preflight import config_dir, load_config, preflight
+from purerl.restoring import config_differences
 from purerl.runtime import compile_cache_dir
 from purerl.validation import check_devices, validate
 

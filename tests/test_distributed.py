@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 from conftest import cli_env
 
-from purerl.checkpoint import CHECKPOINTS, restore_run
+from purerl.checkpoint import CHECKPOINTS
 from purerl.config import ConfigError
+from purerl.restoring import restore_run
 from purerl.run_dir import params_from
 from purerl.validation import validate
 

@@ -8,9 +8,10 @@ import pytest
 from conftest import run_cli, tiny_config
 
 import purerl
-from purerl.checkpoint import CHECKPOINTS, Checkpoints, restore_run
+from purerl.checkpoint import CHECKPOINTS, Checkpoints
 from purerl.compiling import ProgramCache
 from purerl.events import Event
+from purerl.restoring import restore_run
 
 
 def _rows(run_dir):

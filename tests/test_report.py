@@ -206,6 +206,28 @@ def test_runs_that_did_not_finish_are_skipped_and_named(tmp_path):
     assert "(nonfinite)" in (tmp_path / "report" / "report.md").read_text()
 
 
+
+def test_tied_runs_draw_a_profile_that_steps_at_the_tie(tmp_path, monkeypatch):
+    """Every run scores the same: the profile's thresholds span the tie, and its figure shows
+    the step from 1 (below it) to 0 (at and above it), not an empty axes."""
+    from purerl.logging import plots
+
+    figures, save_png = {}, plots.save_png
+
+    def save_and_keep(fig, path):
+        figures[path.name] = fig
+        save_png(fig, path)
+
+    monkeypatch.setattr(plots, "save_png", save_and_keep)
+    write_run(tmp_path / "tied", [500.0, 500.0, 500.0])
+    result = report(tmp_path / "tied", out=tmp_path / "report")
+    taus = np.asarray(result["profiles"]["taus"])
+    (profile,) = result["profiles"]["groups"].values()
+    assert taus[0] < 500.0 < taus[-1]
+    assert np.array_equal(profile["fraction"], np.where(taus < 500.0, 1.0, 0.0))
+    (line,) = figures["performance_profiles.png"].axes[0].lines
+    assert np.ptp(line.get_xdata()) > 0 and set(line.get_ydata()) == {0.0, 1.0}
+
 ERRORS = [
     ("missing", [], r"^no runs found in \S*missing: no such directory$"),
     ("empty", [], r"^no runs found in \S*empty \(a run directory holds summary.json\)$"),

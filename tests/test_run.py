@@ -18,8 +18,9 @@ import pytest
 from conftest import REPO, cli_env, run_cli, run_cli_ok
 from test_logging import PNG_MAGIC, read_events, read_scalars
 
-from purerl.checkpoint import CHECKPOINTS, Checkpoints, restore_run
+from purerl.checkpoint import CHECKPOINTS, Checkpoints
 from purerl.config import ConfigError
+from purerl.restoring import restore_run
 from purerl.schedules import member_hyperparams
 
 # 4 envs x 32 steps = 128 env steps per update.

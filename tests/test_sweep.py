@@ -10,9 +10,9 @@ import pytest
 from conftest import REPO, resume_from_checkpoint, run_cli, tiny_config
 
 import purerl
-from purerl.checkpoint import restore_run
 from purerl.config import ConfigError, auto_cpu_devices
 from purerl.program import make_train
+from purerl.restoring import restore_run
 from purerl.run_dir import params_from
 from purerl.schedules import member_hyperparams
 from purerl.validation import validate
