@@ -7,9 +7,11 @@ import dataclasses
 import difflib
 import importlib
 import inspect
+import numbers
 from urllib.error import URLError
 
 import gymnax
+import numpy as np
 from gymnax.environments import spaces
 from gymnax.environments.environment import Environment
 
@@ -80,7 +82,41 @@ def _override_params(name: str, env_params, overrides: dict):
         raise ConfigError(
             f"env.params.{unknown[0]}: {name} params have no field {unknown[0]!r} "
             f"(fields: {', '.join(valid) or 'none'})")
-    return env_params.replace(**overrides)
+    return env_params.replace(**{field: _checked_param(name, field, value,
+                                                       getattr(env_params, field))
+                                 for field, value in overrides.items()})
+
+
+def _checked_param(name: str, field: str, value, default):
+    """`value` for the env params' `field`, checked against its `default` (`_param_problem`);
+    a float field's value as a float. A field whose default is not a number (an array, a
+    string) takes the value as given. Raises ConfigError."""
+    kind = np.asarray(default).dtype.kind if np.ndim(default) == 0 else ""
+    if kind not in ("b", "i", "u", "f"):
+        return value
+    problem = _param_problem(field, value, kind, default)
+    if problem:
+        raise ConfigError(f"env.params.{field}={value!r} must be {problem} "
+                          f"({name}'s default: {np.asarray(default).item()})")
+    return float(value) if kind == "f" else value
+
+
+def _param_problem(field: str, value, kind: str, default) -> str:
+    """What `value` must be for a field whose default is `default` (of numpy kind `kind`), or
+    "" when it fits: a bool for a bool; an integer for an integer; a number for a float; not
+    negative where the default is positive (sizes, limits, scales); `max_steps_in_episode`
+    above 0."""
+    if kind == "b":
+        return "" if isinstance(value, bool) else "true or false"
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return "a number" if kind == "f" else "an integer"
+    if kind != "f" and not isinstance(value, numbers.Integral):
+        return "an integer"
+    if field == "max_steps_in_episode" and value <= 0:
+        return "> 0"
+    if value < 0 < default:
+        return ">= 0"
+    return ""
 
 
 def _make(name: str, config: EnvConfig):
