@@ -17,7 +17,7 @@ from gymnax.environments.environment import Environment
 
 from purerl.config import ConfigError, EnvConfig
 from purerl.envs.suites import adapt_user_env, is_suite_name, make_suite_env
-from purerl.envs.suites.base import one_line
+from purerl.envs.suites.base import SuiteEnv, one_line
 from purerl.envs.wrappers import (
     AutoReset,
     EpisodeStats,
@@ -28,8 +28,8 @@ from purerl.envs.wrappers import (
 )
 from purerl.spaces import ActionSpec, UnsupportedSpaceError, analyze_action_space
 
-__all__ = ["make_env", "wrap_env", "check_env", "AutoReset", "EpisodeStats", "EpisodeStatsState",
-           "FrameStack", "OneHotObservation", "takes_drawn_resets"]
+__all__ = ["make_env", "wrap_env", "check_env", "folds_time_limit", "AutoReset", "EpisodeStats",
+           "EpisodeStatsState", "FrameStack", "OneHotObservation", "takes_drawn_resets"]
 
 
 def wrap_env(env, config: EnvConfig, env_params):
@@ -63,6 +63,37 @@ def check_env(env, env_params, name: str) -> ActionSpec:
             f"env.name={name!r}: its action mask has {mask_size} entries; the policy masks only "
             f"categorical actions, one entry per choice ({spec.num_outputs} here)")
     return spec
+
+
+def folds_time_limit(env, env_params) -> bool:
+    """Whether a gymnax env reports its time limit as termination, as pre-1.0 gymnax code
+    does: one `step_env` from a reset state (the same key and action) with its clock at 0 and
+    at `max_steps_in_episode - 1` gives `terminated` false at 0 and true at the limit. Run
+    eagerly on the host; False where it does not apply (an env without `state.time` or
+    `max_steps_in_episode`, or of another suite: their adapters keep the contract).
+
+    Args:
+        env: the env, unwrapped (`make_env`'s).
+        env_params: its params.
+
+    Returns:
+        True when time-outs would be treated as terminal.
+    """
+    import jax
+
+    limit = getattr(env_params, "max_steps_in_episode", None)
+    if not isinstance(env, Environment) or isinstance(env, SuiteEnv) or not isinstance(
+            limit, numbers.Integral) or limit < 2:
+        return False
+    key = jax.random.key(0)
+    _, state = env.reset_env(key, env_params)
+    if not (dataclasses.is_dataclass(state) and hasattr(state, "time")):
+        return False
+    action = env.action_space(env_params).sample(key)
+    late = dataclasses.replace(state, time=limit - 1)
+    terminated = [bool(np.all(env.step_env(key, s, action, env_params)[3]))
+                  for s in (state, late)]
+    return terminated == [False, True]
 
 
 def make_env(config: EnvConfig):
