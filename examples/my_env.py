@@ -14,6 +14,7 @@ bootstraps a truncated episode's value from its last observation. Count `time` u
 
 from __future__ import annotations
 
+# --8<-- [start:corridor]
 import jax
 import jax.numpy as jnp
 from flax import struct
@@ -65,6 +66,7 @@ class Corridor(environment.Environment[CorridorState, CorridorParams]):
 
     def observation_space(self, params):
         return spaces.Box(-1.0, 1.0, (2,), jnp.float32)
+# --8<-- [end:corridor]
 
 
 @struct.dataclass
@@ -82,17 +84,17 @@ class SliderParams(environment.EnvParams):
 
 
 class Slider(environment.Environment[SliderState, SliderParams]):
-    """A slider on [-1, 1] starts at 0 and moves by `speed * action` (an action in [-1, 1])
-    towards a target drawn at each reset: reward 1 and the end of the episode within
-    `tolerance` of it, else the distance's negative, a step cost that a quick reach keeps
-    small."""
+    """A slider on [-1, 1] starts at 0 and moves by `speed * action` (an action in [-1, 1],
+    which purerl clips a Gaussian policy's sample to) towards a target drawn at each reset:
+    reward 1 and the end of the episode within `tolerance` of it, else the distance's
+    negative, a step cost that a quick reach keeps small."""
 
     @property
     def default_params(self) -> SliderParams:
         return SliderParams()
 
     def step_env(self, key, state, action, params):
-        x = jnp.clip(state.x + params.speed * jnp.clip(action[0], -1.0, 1.0), -1.0, 1.0)
+        x = jnp.clip(state.x + params.speed * action[0], -1.0, 1.0)
         state = state.replace(x=x, time=state.time + 1)
         distance = jnp.abs(x - state.target)
         terminated = distance < params.tolerance  # the target only: the time limit is gymnax's
