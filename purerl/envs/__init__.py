@@ -135,8 +135,8 @@ def _checked_param(name: str, field: str, value, default):
 def _param_problem(field: str, value, kind: str, default) -> str:
     """What `value` must be for a field whose default is `default` (of numpy kind `kind`), or
     "" when it fits: a bool for a bool; an integer for an integer; a number for a float; not
-    negative where the default is positive (sizes, limits, scales); `max_steps_in_episode`
-    above 0."""
+    negative where the default is positive (sizes, limits, scales) or unsigned;
+    `max_steps_in_episode` above 0."""
     if kind == "b":
         return "" if isinstance(value, bool) else "true or false"
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
@@ -145,7 +145,7 @@ def _param_problem(field: str, value, kind: str, default) -> str:
         return "an integer"
     if field == "max_steps_in_episode" and value <= 0:
         return "> 0"
-    if value < 0 < default:
+    if value < 0 and (default > 0 or kind == "u"):
         return ">= 0"
     return ""
 

@@ -104,10 +104,10 @@ LOG_FORMAT = "[%(asctime)s][%(name)s][%(levelname)s] - %(message)s"
 
 @contextlib.contextmanager
 def console_log(enabled: bool = True, name: str = "purerl") -> Iterator[None]:
-    """The `name` logger's lines from INFO up on stderr, as the command line shows them, while
-    the context lasts: only when `enabled` and logging is not set up (no handler on that
-    logger or above it, as Hydra's job logging or `logging.basicConfig` sets). Nothing is left
-    changed afterwards.
+    """The `name` logger's lines from INFO up (or from its own level, where one is set) on
+    stderr, as the command line shows them, while the context lasts: only when `enabled` and
+    logging is not set up (no handler on that logger or above it, as Hydra's job logging or
+    `logging.basicConfig` sets). Nothing is left changed afterwards.
 
     Args:
         enabled: False leaves logging alone.
@@ -121,7 +121,7 @@ def console_log(enabled: bool = True, name: str = "purerl") -> Iterator[None]:
     handler.setFormatter(logging.Formatter(LOG_FORMAT))
     level = logger.level
     logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
+    logger.setLevel(level or logging.INFO)
     try:
         yield
     finally:
