@@ -1,6 +1,7 @@
 """The built-in events between chunks of updates (`purerl.events.Event`): evaluation,
-`stop_at_return`, the log, the NaN guard, progress, PBT generations, checkpoints, plots and
-the stop signal; `default_events` puts them in the order they run.
+`stop_at_return`, the folded-time-limit check, the log, the NaN guard, progress, PBT
+generations, checkpoints, plots and the stop signal; `default_events` puts them in the order
+they run.
 """
 
 from __future__ import annotations
@@ -259,10 +260,41 @@ class StopSignal(Event):
         run.stop_signal = chunk.stop_signal
 
 
+class FoldedTimeLimit(Event):
+    """After the first chunk, one warning when a user's env (`env.name=pkg.module:attr`)
+    reports its time limit as termination (`purerl.envs.folds_time_limit`)."""
+
+    def __init__(self) -> None:
+        self.checked = False
+
+    def due(self, run: Run, chunk: Chunk) -> bool:
+        return not self.checked
+
+    def handle(self, run: Run, chunk: Chunk) -> None:
+        from purerl.envs import folds_time_limit, make_env
+
+        self.checked = True
+        name = run.config.env.name
+        if ":" not in name:
+            return
+        env, env_params = make_env(run.config.env)
+        try:
+            folded = folds_time_limit(env, env_params)
+        except Exception as error:  # an advisory check: a step it cannot take ends no run
+            log.debug("the time-limit check of env.name=%s did not run: %s", name, error)
+            return
+        if folded:
+            log.warning("env.name=%s: step_env returns terminated=true once state.time reaches "
+                        "max_steps_in_episode=%d, so time-outs are treated as terminal (their "
+                        "values not bootstrapped); return terminated=false there and let "
+                        "gymnax's is_truncated end the episode (docs/environments.md)", name,
+                        env_params.max_steps_in_episode)
+
+
 def default_events(config: Config, user_events: Sequence[Event] = ()) -> List[Event]:
     """The events between chunks, in the order they run: evaluation, `stop_at_return` when
-    set, `user_events`, then the log, the NaN guard, progress, PBT, checkpoint, plot and the
-    stop signal.
+    set, `user_events`, the folded-time-limit check, then the log, the NaN guard, progress,
+    PBT, checkpoint, plot and the stop signal.
 
     Args:
         config: the run's settings.
@@ -274,5 +306,6 @@ def default_events(config: Config, user_events: Sequence[Event] = ()) -> List[Ev
     from purerl.learner import nonfinite_names
 
     stop = [] if config.stop_at_return is None else [StopAtReturn(config.stop_at_return, config)]
-    return [Evaluate(config), *stop, *user_events, Log(), NonfiniteGuard(nonfinite_names),
-            Progress(config), Generation(config), Checkpoint(config), Plot(), StopSignal()]
+    return [Evaluate(config), *stop, *user_events, FoldedTimeLimit(), Log(),
+            NonfiniteGuard(nonfinite_names), Progress(config), Generation(config),
+            Checkpoint(config), Plot(), StopSignal()]

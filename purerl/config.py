@@ -23,7 +23,7 @@ RNN_CELLS = ("gru", "lstm")
 # out; it names the plan and devices that ran apart.
 RESUMABLE_CHANGES = ("log_every", "log", "eval", "checkpoint", "resume", "init_from", "init_member",
                      "compile_cache", "cpu_devices", "distributed", "stop_at_return", "plan",
-                     "chunk_s")
+                     "chunk_s", "events")
 # The hyperparameters a sweep may vary inside one program (arrays in it, not shapes).
 SWEEPABLE = ("lr", "gamma", "gae_lambda", "clip_eps", "ent_coef", "vf_coef", "max_grad_norm",
              "target_kl")
@@ -281,6 +281,10 @@ class Config:
     # "pkg.module:make_fn": an algorithm of a user's in place of PPO (`purerl.algorithm`),
     # `make_fn(config, env, env_params, **parts) -> Algorithm(init, update)`; null: PPO
     algorithm: Optional[str] = None
+    # Events of a user's, "pkg.module:Cls" each: `Cls()` (no arguments) is a `purerl.Event`,
+    # run between chunks after the evaluation and before the log, before those given to
+    # `purerl.run(events=...)`
+    events: List[str] = field(default_factory=list)
     # JAX's persistent compilation cache: "auto" is $JAX_COMPILATION_CACHE_DIR if set, else
     # $XDG_CACHE_HOME/purerl/xla (~/.cache/purerl/xla); a directory; None turns it off.
     compile_cache: Optional[str] = "auto"

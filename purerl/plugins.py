@@ -1,6 +1,6 @@
 """A user's code named in a setting as `pkg.module:name` (`network.factory`,
-`ppo.loss_terms`, `algorithm`): imported when the run is built, a one-line ConfigError when it
-cannot be."""
+`ppo.loss_terms`, `algorithm`, `events`): imported when the run is built, a one-line
+ConfigError when it cannot be."""
 
 from __future__ import annotations
 

@@ -257,7 +257,8 @@ def preflight(argv: List[str]) -> None:
     ConfigError, or WriteError when the run directory cannot be written.
 
     Every setting is checked before JAX is imported; then JAX's compile cache is set up and the
-    checks that need JAX follow: the device count and the environments (gymnax)."""
+    checks that need JAX follow: the device count, the environments (gymnax) and the
+    `pkg.module:name` settings (networks, loss terms, an algorithm, events)."""
     if any(a.startswith("-") and a not in ("-m", "--multirun") for a in argv):
         return  # --help, --cfg, --info ...: Hydra's own business
     overrides = _parse_overrides(argv)
@@ -274,6 +275,7 @@ def preflight(argv: List[str]) -> None:
     from purerl.agent import make_agent
     from purerl.envs import make_env
     from purerl.plugins import load_callable
+    from purerl.runner import load_events
 
     for config in configs:  # the env's spaces, the network against its observations
         make_agent(config.env, config.network, *make_env(config.env))
@@ -281,6 +283,7 @@ def preflight(argv: List[str]) -> None:
             load_callable("ppo.loss_terms", name)
         if config.algorithm is not None:
             load_callable("algorithm", config.algorithm)
+        load_events(config.events)
 
 
 def _check_distributed(configs: List[Config]) -> None:

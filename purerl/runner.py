@@ -24,7 +24,7 @@ FIRST_CHUNK = 1  # updates in a run's first chunk, which measures how long an up
 
 
 def run(config: Config, run_dir, events: Sequence[Event] = (), *,
-        cache: Optional[ProgramCache] = None, **given) -> Dict:
+        cache: Optional[ProgramCache] = None, console: bool = True, **given) -> Dict:
     """Trains `config` in `run_dir`: what `python -m purerl.train` runs.
 
     Compiles the programs, opens or resumes the run directory, then runs chunks of updates
@@ -37,8 +37,12 @@ def run(config: Config, run_dir, events: Sequence[Event] = (), *,
         config: the run's settings (checked with `validate`).
         run_dir: the run directory, a path; with `config.resume`, the run to continue.
         events: `Event`s of the caller's, run between chunks after the evaluation and before
-            the log, in order.
+            the log, in order, after those that the `events` setting names.
         cache: compiled programs of earlier runs to reuse (a sweep's jobs); default: none.
+        console: show the run's log lines on stderr as the command line does (the start,
+            progress lines, warnings, the final return) where logging is not set up (no
+            handler on the "purerl" logger or the root); False leaves logging alone. The
+            progress bar follows `log.progress`.
         **given: `algorithm`, `network`, `loss_terms` and `optimizer`, as `make_program`
             takes them (`load(run_dir, network=...)` then loads a network given here).
 
@@ -56,12 +60,43 @@ def run(config: Config, run_dir, events: Sequence[Event] = (), *,
         purerl.write_errors.WriteError: a write failed (full disk, read-only or vanished
             directory, permission); what was written before stays valid.
     """
+    from purerl.logging.progress import console_log
     from purerl.run_dir import lock_run_dir
     from purerl.write_errors import writes_to
 
+    events = [*load_events(config.events), *events]
     run_dir = Path(run_dir)
-    with writes_to(run_dir), lock_run_dir(run_dir):
+    with console_log(console), writes_to(run_dir), lock_run_dir(run_dir):
         return _run(config, run_dir, events, cache, given)
+
+
+def load_events(names: Sequence[str]) -> List[Event]:
+    """The events that the `events` setting names, each its class called with no arguments.
+
+    Args:
+        names: `pkg.module:Cls` each, `Cls()` a `purerl.Event` (a zero-argument factory
+            returning one will do).
+
+    Returns:
+        The events, in order. Raises ConfigError when one does not import, cannot be made
+        without arguments, or is not an `Event`.
+    """
+    from purerl.config import ConfigError
+    from purerl.plugins import load_callable
+
+    events = []
+    for name in names:
+        made = load_callable("events", name)
+        try:
+            event = made()
+        except Exception as error:
+            raise ConfigError(f"events={name}: {name.partition(':')[2]}() failed: "
+                              f"{' '.join(str(error).split())}") from None
+        if not isinstance(event, Event):
+            raise ConfigError(f"events={name}: {name.partition(':')[2]}() made a "
+                              f"{type(event).__name__}, not a purerl.Event")
+        events.append(event)
+    return events
 
 
 def _run(config: Config, run_dir: Path, events: Sequence[Event], cache: Optional[ProgramCache],

@@ -131,6 +131,9 @@ def validate(config: Config, num_devices: Optional[int] = 1) -> Config:
         if not is_import_path(term):
             raise ConfigError(f"ppo.loss_terms: {term!r} must name a function as "
                               "pkg.module:function")
+    for event in config.events:
+        if not is_import_path(event):
+            raise ConfigError(f"events: {event!r} must name an Event class as pkg.module:Class")
     if net.activation not in ACTIVATIONS:
         raise ConfigError(
             f"network.activation={net.activation!r} is not one of {', '.join(ACTIVATIONS)}"

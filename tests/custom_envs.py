@@ -5,6 +5,7 @@ import jax.numpy as jnp
 from flax import struct
 from gymnax.environments import environment, spaces
 
+from examples.my_env import Slider
 from purerl.envs.suites.base import SuiteEnv
 
 
@@ -283,3 +284,12 @@ class RandomStart(SuiteEnv):
 
     def suite_step(self, key, start, action):
         return start, start, jnp.float32(0.0), False, False
+
+
+class FoldedSlider(Slider):
+    """examples/my_env.py's Slider as pre-1.0 gymnax code writes an env: the time limit folded
+    into `terminated`."""
+
+    def step_env(self, key, state, action, params):
+        obs, state, reward, terminated, info = super().step_env(key, state, action, params)
+        return obs, state, reward, terminated | (state.time >= params.max_steps_in_episode), info

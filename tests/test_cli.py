@@ -54,6 +54,13 @@ VALIDATION_CASES = [
     (["+env=cartpole", "env.clip_obs=0"], "env.clip_obs=0.0 must be > 0"),
     (["+env=cartpole", "cpu_devices=-1"], r"cpu_devices=-1 must be >= 0"),
     (["-m", "+env=cartpole", "cpu_devices=0,1"], "cpu_devices=0,1: the jobs of a sweep run in one"),
+    (["+env=cartpole", "env.params.max_steps_in_episode=abc"],
+     r"env.params.max_steps_in_episode='abc' must be an integer \(CartPole-v1's default: 500\)"),
+    (["+env=cartpole", "env.params.max_steps_in_episode=-5"],
+     r"env.params.max_steps_in_episode=-5 must be > 0"),
+    (["+env=cartpole", "env.params.max_steps_in_episode=1.5"],
+     r"env.params.max_steps_in_episode=1.5 must be an integer"),
+    (["+env=cartpole", "env.params.gravity=-9.8"], r"env.params.gravity=-9.8 must be >= 0"),
 ]
 
 
@@ -63,13 +70,14 @@ def test_preflight_rejects(argv, message):
         preflight(argv)
 
 
-@pytest.mark.parametrize("argv, message", [VALIDATION_CASES[i] for i in (0, 2, 5, 9)])
+@pytest.mark.parametrize("argv, message", [VALIDATION_CASES[i] for i in (0, 2, 5, 9, -4, -3, -2)])
 def test_cli_error_is_one_line_exit_2(cli, tmp_path, argv, message):
     result = cli(*argv, f"hydra.run.dir={tmp_path}")
     assert result.returncode == 2, result.stderr
     assert "Traceback" not in result.stderr + result.stdout
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("purerl: error: ")
+    assert re.search(message, lines[0])
     assert not (tmp_path / "metrics.jsonl").exists()  # failed before anything ran
 
 

@@ -1,3 +1,4 @@
+import json
 import subprocess
 import sys
 
@@ -5,9 +6,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import run_cli_ok
 
 from purerl.config import ConfigError, EnvConfig
-from purerl.envs import EpisodeStats, make_env
+from purerl.envs import EpisodeStats, folds_time_limit, make_env
 
 
 def test_episode_stats_counts_only_completed_episodes():
@@ -184,3 +186,37 @@ def test_gymnax_imports_without_its_plotting_libraries():
             "assert len(seaborn.color_palette('cubehelix', 3)) == 3\n"
             "assert 'scipy.stats' in sys.modules\n")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_the_example_envs_train_and_a_folded_time_limit_is_one_warning(tmp_path):
+    """examples/my_env.py's Discrete env and its Box env with the time limit folded into
+    `terminated`, one job each of a sweep: the Corridor's walker learns to walk straight to
+    the goal (a random walk takes about 14 steps and reaches it about half the time; the
+    shortest way is 4), the Slider reaches its target (its first episodes return about -8);
+    the folded time limit is one warning line after the first chunk, the Corridor none."""
+    result = run_cli_ok("-m", "+env=gymnax",
+                        "env.name=examples.my_env:Corridor,custom_envs:FoldedSlider",
+                        "total_timesteps=8192", "env.num_envs=8", "ppo.num_steps=32",
+                        "ppo.num_minibatches=2", "ppo.lr=3e-3", "network.hidden_sizes=[16,16]",
+                        "log.progress=false", "log.tensorboard=false", "eval.num_episodes=4",
+                        f"hydra.sweep.dir={tmp_path}")
+    warnings = [line for line in result.stdout.splitlines() if "time-outs" in line]
+    assert [line.split(" - ", 1)[1] for line in warnings] == [
+        "env.name=custom_envs:FoldedSlider: step_env returns terminated=true once state.time "
+        "reaches max_steps_in_episode=30, so time-outs are treated as terminal (their values "
+        "not bootstrapped); return terminated=false there and let gymnax's is_truncated end "
+        "the episode (docs/environments.md)"]
+    log = result.stdout[result.stdout.index("custom_envs:FoldedSlider: 1 seed"):]
+    assert log.index("time-outs") < log.index("update  4/32")  # after the first chunk
+    corridor, slider = ([json.loads(line) for line in (tmp_path / job / "metrics.jsonl")
+                         .read_text().splitlines()][-8:] for job in ("0", "1"))
+    assert [row["episode_return"] for row in corridor] == [1] * 8
+    assert np.mean([row["episode_length"] for row in corridor]) < 5
+    assert corridor[0]["update"] == 25 and np.mean([row["episode_return"] for row in slider]) > 0
+
+
+def test_a_time_limit_folded_into_terminated_is_found():
+    """A step at the time limit terminates only the env that folds the limit in."""
+    for name, folded in (("examples.my_env:Corridor", False), ("examples.my_env:Slider", False),
+                         ("custom_envs:FoldedSlider", True), ("custom_envs:Chain", False)):
+        assert folds_time_limit(*make_env(EnvConfig(name=name))) == folded, name

@@ -1,7 +1,9 @@
 """`purerl.run` from Python with events of a user's: what an event sees, rows it adds, a stop
-it asks for (and the run resumed after it), and `stop_at_return` on the command line."""
+it asks for (and the run resumed after it), `stop_at_return` and events by name on the command
+line, and the log lines `purerl.run` shows."""
 
 import json
+import logging
 
 import numpy as np
 import pytest
@@ -10,7 +12,9 @@ from conftest import run_cli, tiny_config
 import purerl
 from purerl.checkpoint import CHECKPOINTS, Checkpoints
 from purerl.compiling import ProgramCache
+from purerl.config import ConfigError
 from purerl.events import Event
+from purerl.preflight import preflight
 from purerl.restoring import restore_run
 
 
@@ -102,6 +106,46 @@ def test_stop_at_return_on_the_command_line(tmp_path):
     assert summary["updates"] == 2 and summary["eval_return"] is not None
     assert _rows(tmp_path)[-1]["episode_return"] >= 5
     assert Checkpoints(tmp_path / CHECKPOINTS).latest() == 2
+
+
+def test_an_event_named_on_the_command_line_runs(tmp_path):
+    """`events=[pkg.module:Cls]`: `Cls()` runs between chunks as an event given to
+    `purerl.run` does, its keys logged, its stop honoured."""
+    result = run_cli("+env=cartpole", "ppo.num_steps=16", "ppo.num_epochs=1",
+                     "ppo.num_minibatches=1", "network.hidden_sizes=[8,8]", "log.progress=false",
+                     "total_timesteps=2048", "events=[custom_events:StopAtUpdateTwo]",
+                     "eval.num_episodes=2", f"hydra.run.dir={tmp_path}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["status"] == "stopped" and summary["stopped_by"] == "StopAtUpdateTwo"
+    assert [row["custom/seen"] for row in _rows(tmp_path)] == [1, 1]
+
+
+@pytest.mark.parametrize("name, message", [
+    ("custom_events:nowhere", "events=custom_events:nowhere: 'custom_events' has no callable"),
+    ("nowhere", "events: 'nowhere' must name an Event class as pkg.module:Class"),
+    ("custom_events:NeedsArguments", r"events=custom_events:NeedsArguments: NeedsArguments\(\) "
+                                     "failed: .*missing 1 required positional argument"),
+    ("custom_events:NotAnEvent", r"NotAnEvent\(\) made a NotAnEvent, not a purerl.Event"),
+])
+def test_an_event_that_cannot_be_made_is_refused_before_training(name, message):
+    with pytest.raises(ConfigError, match=message):
+        preflight(["+env=cartpole", f"events=[{name}]"])
+
+
+def test_purerl_run_shows_the_command_lines_log(tmp_path, cache, capsys, monkeypatch):
+    """With no logging set up (pytest's handlers kept apart), `purerl.run` shows the log's
+    lines and the progress bar on stderr as the command line does; `console=False` and
+    `log.progress=false` show nothing, and nothing is left on the logger."""
+    logger = logging.getLogger("purerl")
+    monkeypatch.setattr(logger, "propagate", False)
+    purerl.run(_config(**{"log.progress": True}), tmp_path / "shown", cache=cache)
+    shown = capsys.readouterr().err
+    assert "[purerl][INFO] - update 8/8 | env steps" in shown
+    assert "[purerl][INFO] - final return" in shown and "512/512" in shown  # the bar's end
+    purerl.run(_config(), tmp_path / "quiet", cache=cache, console=False)
+    assert "update" not in capsys.readouterr().err
+    assert not logger.handlers and logger.level == logging.NOTSET
 
 
 def test_stop_at_return_after_an_evaluation(tmp_path, cache):

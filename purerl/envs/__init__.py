@@ -7,15 +7,17 @@ import dataclasses
 import difflib
 import importlib
 import inspect
+import numbers
 from urllib.error import URLError
 
 import gymnax
+import numpy as np
 from gymnax.environments import spaces
 from gymnax.environments.environment import Environment
 
 from purerl.config import ConfigError, EnvConfig
 from purerl.envs.suites import adapt_user_env, is_suite_name, make_suite_env
-from purerl.envs.suites.base import one_line
+from purerl.envs.suites.base import SuiteEnv, one_line
 from purerl.envs.wrappers import (
     AutoReset,
     EpisodeStats,
@@ -26,8 +28,8 @@ from purerl.envs.wrappers import (
 )
 from purerl.spaces import ActionSpec, UnsupportedSpaceError, analyze_action_space
 
-__all__ = ["make_env", "wrap_env", "check_env", "AutoReset", "EpisodeStats", "EpisodeStatsState",
-           "FrameStack", "OneHotObservation", "takes_drawn_resets"]
+__all__ = ["make_env", "wrap_env", "check_env", "folds_time_limit", "AutoReset", "EpisodeStats",
+           "EpisodeStatsState", "FrameStack", "OneHotObservation", "takes_drawn_resets"]
 
 
 def wrap_env(env, config: EnvConfig, env_params):
@@ -63,6 +65,37 @@ def check_env(env, env_params, name: str) -> ActionSpec:
     return spec
 
 
+def folds_time_limit(env, env_params) -> bool:
+    """Whether a gymnax env reports its time limit as termination, as pre-1.0 gymnax code
+    does: one `step_env` from a reset state (the same key and action) with its clock at 0 and
+    at `max_steps_in_episode - 1` gives `terminated` false at 0 and true at the limit. Run
+    eagerly on the host; False where it does not apply (an env without `state.time` or
+    `max_steps_in_episode`, or of another suite: their adapters keep the contract).
+
+    Args:
+        env: the env, unwrapped (`make_env`'s).
+        env_params: its params.
+
+    Returns:
+        True when time-outs would be treated as terminal.
+    """
+    import jax
+
+    limit = getattr(env_params, "max_steps_in_episode", None)
+    if not isinstance(env, Environment) or isinstance(env, SuiteEnv) or not isinstance(
+            limit, numbers.Integral) or limit < 2:
+        return False
+    key = jax.random.key(0)
+    _, state = env.reset_env(key, env_params)
+    if not (dataclasses.is_dataclass(state) and hasattr(state, "time")):
+        return False
+    action = env.action_space(env_params).sample(key)
+    late = dataclasses.replace(state, time=limit - 1)
+    terminated = [bool(np.all(env.step_env(key, s, action, env_params)[3]))
+                  for s in (state, late)]
+    return terminated == [False, True]
+
+
 def make_env(config: EnvConfig):
     """Returns (env, env_params) for `config.name`, unwrapped, with `config.params` applied to
     the env params' fields; raises ConfigError."""
@@ -80,7 +113,41 @@ def _override_params(name: str, env_params, overrides: dict):
         raise ConfigError(
             f"env.params.{unknown[0]}: {name} params have no field {unknown[0]!r} "
             f"(fields: {', '.join(valid) or 'none'})")
-    return env_params.replace(**overrides)
+    return env_params.replace(**{field: _checked_param(name, field, value,
+                                                       getattr(env_params, field))
+                                 for field, value in overrides.items()})
+
+
+def _checked_param(name: str, field: str, value, default):
+    """`value` for the env params' `field`, checked against its `default` (`_param_problem`);
+    a float field's value as a float. A field whose default is not a number (an array, a
+    string) takes the value as given. Raises ConfigError."""
+    kind = np.asarray(default).dtype.kind if np.ndim(default) == 0 else ""
+    if kind not in ("b", "i", "u", "f"):
+        return value
+    problem = _param_problem(field, value, kind, default)
+    if problem:
+        raise ConfigError(f"env.params.{field}={value!r} must be {problem} "
+                          f"({name}'s default: {np.asarray(default).item()})")
+    return float(value) if kind == "f" else value
+
+
+def _param_problem(field: str, value, kind: str, default) -> str:
+    """What `value` must be for a field whose default is `default` (of numpy kind `kind`), or
+    "" when it fits: a bool for a bool; an integer for an integer; a number for a float; not
+    negative where the default is positive (sizes, limits, scales) or unsigned;
+    `max_steps_in_episode` above 0."""
+    if kind == "b":
+        return "" if isinstance(value, bool) else "true or false"
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return "a number" if kind == "f" else "an integer"
+    if kind != "f" and not isinstance(value, numbers.Integral):
+        return "an integer"
+    if field == "max_steps_in_episode" and value <= 0:
+        return "> 0"
+    if value < 0 and (default > 0 or kind == "u"):
+        return ">= 0"
+    return ""
 
 
 def _make(name: str, config: EnvConfig):

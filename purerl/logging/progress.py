@@ -1,10 +1,12 @@
-"""Progress on the console: the log line of an update and a tqdm bar over env steps (tqdm is
-imported when a bar is made)."""
+"""Progress on the console: the log line of an update, a tqdm bar over env steps (tqdm is
+imported when a bar is made), and the log's lines on stderr where logging is not set up."""
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import sys
-from typing import Dict, Optional, TextIO
+from typing import Dict, Iterator, Optional, TextIO
 
 # Beside a return from an earlier update; the log says what it means once.
 EARLIER = "*"
@@ -94,3 +96,34 @@ class ProgressBar:
         if self._bar is not None:
             self._bar.close()
             self._bar = None
+
+
+# The command line's log format (Hydra's default `job_logging`).
+LOG_FORMAT = "[%(asctime)s][%(name)s][%(levelname)s] - %(message)s"
+
+
+@contextlib.contextmanager
+def console_log(enabled: bool = True, name: str = "purerl") -> Iterator[None]:
+    """The `name` logger's lines from INFO up (or from its own level, where one is set) on
+    stderr, as the command line shows them, while the context lasts: only when `enabled` and
+    logging is not set up (no handler on that logger or above it, as Hydra's job logging or
+    `logging.basicConfig` sets). Nothing is left changed afterwards.
+
+    Args:
+        enabled: False leaves logging alone.
+        name: the logger.
+    """
+    logger = logging.getLogger(name)
+    if not enabled or logger.hasHandlers():
+        yield
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(level or logging.INFO)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
