@@ -144,6 +144,16 @@ class Learner(NamedTuple):
     init_opt_state: Callable[[Any, HyperParams], Any]  # (params, HyperParams) -> opt_state
 
 
+class MakeLearner(Protocol):
+    """A factory of learners with `make_learner`'s signature, what `make_ppo(learner=)` takes."""
+
+    def __call__(self, agent: Agent, loss_terms: Sequence[LossTerm], *, batch_size: int,
+                 num_epochs: int, num_minibatches: int, prng_impl: str,
+                 stop_rule: Optional[StopRule] = None, axis_name: Optional[str] = None,
+                 optimizer: Optional[Optimizer] = None) -> Learner:
+        """The learner; its arguments as `make_learner` documents them."""
+
+
 def make_optimizer(max_grad_norm, lr) -> optax.GradientTransformation:
     """Global-norm clipping then Adam (eps 1e-5), of any param tree.
 

@@ -21,7 +21,14 @@ from purerl.config import Config, ConfigError
 from purerl.envs.normalization import init_normalizer, scale_rewards, update_running_stats
 from purerl.gae import compute_gae
 from purerl.layers import init_params, kernel_normal_size
-from purerl.learner import Batch, Optimizer, make_learner, nonfinite_bits, target_kl_stop
+from purerl.learner import (
+    Batch,
+    MakeLearner,
+    Optimizer,
+    make_learner,
+    nonfinite_bits,
+    target_kl_stop,
+)
 from purerl.losses import LossTerm, ppo_term
 from purerl.parallel import per_device, pmean, psum
 from purerl.plan import ExecutionPlan
@@ -40,7 +47,7 @@ def make_ppo(
     config: Config, env, env_params, *, num_envs: Optional[int] = None,
     axis_name: Optional[str] = None, optimizer: Optional[Optimizer] = None,
     network=None, loss_terms: Sequence[LossTerm] = (), plan: Optional[ExecutionPlan] = None,
-    objective: Optional[LossTerm] = None,
+    objective: Optional[LossTerm] = None, learner: Optional[MakeLearner] = None,
 ) -> Algorithm:
     """PPO for one seed on one device: the default algorithm of `make_program`.
 
@@ -67,6 +74,9 @@ def make_ppo(
         objective: a loss term in place of PPO's own clipped objective (`ppo_term`), for a
             variant that keeps PPO's rollout and learner (the target-KL stop, when set, reads
             the `approx_kl` it reports).
+        learner: a factory of the learner in place of `make_learner`, called as it is, for
+            a variant that learns from the batch in another way (`examples/ppg.py`: a value
+            phase after PPO's epochs).
 
     Returns:
         The `Algorithm(init, update)`, pure functions of arrays: `init(key, hparams)` gives a
@@ -90,11 +100,12 @@ def make_ppo(
     recurrent = agent.recurrent
     early_stop = ppo.target_kl is not None or config.sweep.target_kl is not None
     objective = ppo_term(agent.policy, ppo.clip_value) if objective is None else objective
-    learner = make_learner(agent, [objective, *loss_terms],
-                           batch_size=num_envs if recurrent else num_envs * num_steps,
-                           num_epochs=ppo.num_epochs, num_minibatches=ppo.num_minibatches,
-                           prng_impl=impl, stop_rule=target_kl_stop() if early_stop else None,
-                           axis_name=axis_name, optimizer=optimizer)
+    learner = (make_learner if learner is None else learner)(
+        agent, [objective, *loss_terms],
+        batch_size=num_envs if recurrent else num_envs * num_steps, num_epochs=ppo.num_epochs,
+        num_minibatches=ppo.num_minibatches, prng_impl=impl,
+        stop_rule=target_kl_stop() if early_stop else None, axis_name=axis_name,
+        optimizer=optimizer)
     example_inputs = agent.example_inputs()
     # once, not per trace
     num_kernel_normals = kernel_normal_size(agent.network, *example_inputs, one_draw=one_draw)
