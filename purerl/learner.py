@@ -296,7 +296,6 @@ def make_learner(agent: Agent, loss_terms: Sequence[LossTerm], *, batch_size: in
     plan = agent.plan
     shuffle_shape = permutation_bits_shape(num_epochs, batch_size, prng_impl,
                                            plan.packed_sort_bits, plan.index_shuffle)
-    network = agent.network
     make_opt = default_optimizer if optimizer is None else optimizer
     # The default optimizer with the plan's `flat_optimizer`: the scan carries the params and
     # the optimizer state raveled into one vector `[P]` each (converted at the update's start
@@ -309,76 +308,27 @@ def make_learner(agent: Agent, loss_terms: Sequence[LossTerm], *, batch_size: in
         """The optimizer's state of the param tree `params` before its first step."""
         return make_opt(hp).init(params)
 
-    def minibatch_loss(params, minibatch: Batch, hp: HyperParams):
-        """The minibatch's loss, the sum of the terms', and their metrics as `loss/<name>`."""
-        if recurrent:  # [T, b] sequences, flattened to samples after the replay
-            _, policy_out, value = network.apply(params, minibatch.carry, minibatch.obs,
-                                                 minibatch.first, method="unroll")
-            outputs, minibatch = jax.tree.map(
-                lambda x: x.reshape(-1, *x.shape[2:]),
-                ((policy_out, value), minibatch._replace(first=None, carry=None)))
-        else:
-            outputs = network.apply(params, minibatch.obs)
-        outputs = (agent.masked(outputs[0], minibatch.action_mask), *outputs[1:])
-        loss, metrics = None, {}
-        for term in loss_terms:
-            term_loss, term_metrics = term(params, minibatch, outputs, hp)
-            metrics.update(_term_metrics(term, term_loss, term_metrics, metrics))
-            loss = term_loss if loss is None else loss + term_loss
-        return loss, metrics
-
     def learn(params, opt_state, batch: Batch, shuffle_bits: jax.Array,
               hp: HyperParams) -> Learned:
         """All epochs x minibatches as one scan over minibatches shuffled by uint32
         `shuffle_bits` of `shuffle_shape`."""
-        opt = make_opt(hp)  # elementwise or by a global norm, when `carries_flat`
         if carries_flat:
             start, as_tree = ravel_pytree(params)
             opt_start = ravel_like_params(opt_state, params)
         else:
             start, as_tree, opt_start = params, (lambda tree: tree), opt_state
         grad_fn = jax.value_and_grad(
-            lambda carried, minibatch, hp: minibatch_loss(as_tree(carried), minibatch, hp),
+            lambda carried, minibatch, hp: _minibatch_loss(agent, loss_terms, as_tree(carried),
+                                                           minibatch, hp),
             has_aux=True)
+        # elementwise or by a global norm, when `carries_flat`
+        take_step = _make_step(grad_fn, make_opt(hp), stop_rule, hp, axis_name)
         indices = permutations_from_bits(
             shuffle_bits, batch_size, prng_impl, plan.packed_sort_bits,
             plan.index_shuffle).reshape(num_steps, minibatch_size)
         batch_bytes = sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(batch))
         gather_ahead = batch_bytes * num_epochs <= plan.gather_ahead_bytes
-
-        def gather(rows):  # `rows [..., mb]` -> minibatches, advantages normalized
-            if not recurrent:
-                minibatch = jax.tree.map(lambda x: x[rows], batch)
-                return minibatch._replace(
-                    advantages=normalize_advantages(minibatch.advantages, axis_name))
-            # rows index envs: the time-major leaves' axis 1 -> `[..., T, mb, ...]`
-            sequences = jax.tree.map(lambda x: jnp.moveaxis(x[:, rows], 0, rows.ndim - 1),
-                                     batch._replace(carry=None))
-            advantages = sequences.advantages  # normalized over each minibatch's T x mb
-            flat = advantages.reshape(*advantages.shape[:-2], -1)
-            return sequences._replace(
-                advantages=normalize_advantages(flat, axis_name).reshape(advantages.shape),
-                carry=batch.carry[rows])
-
-        def take_step(carry: _Carry, minibatch: Batch) -> _Carry:
-            (loss, info), grads = grad_fn(per_device(carry.params, axis_name), minibatch, hp)
-            grads, info, loss = pmean((grads, info, loss), axis_name)
-            loss_ok = jnp.isfinite(loss)
-            grads_ok = jnp.isfinite(optax.tree.norm(grads))  # the norm clipping computes too
-            nonfinite = carry.nonfinite | jnp.where(loss_ok, 0, 1) | jnp.where(grads_ok, 0, 2)
-            updates, opt_state = opt.update(grads, carry.opt_state, carry.params)
-            params = optax.apply_updates(carry.params, updates)
-            if stop_rule is None:
-                exceeded = jnp.bool_(False)
-            else:  # this step already went too far: keep the old params
-                exceeded = stop_rule(info, hp)
-                params, opt_state = jax.tree.map(
-                    lambda new, old: jnp.where(exceeded, old, new),
-                    (params, opt_state), (carry.params, carry.opt_state),
-                )
-            return _Carry(params, opt_state, exceeded,
-                          jax.tree.map(jnp.add, carry.info_sum, info), carry.computed + 1,
-                          carry.taken + jnp.int32(~exceeded), nonfinite)
+        gather = lambda rows: _gather(batch, rows, recurrent, axis_name)  # noqa: E731
 
         def minibatch_step(carry: _Carry, step_input):
             minibatch = step_input if gather_ahead else gather(step_input)
@@ -393,7 +343,8 @@ def make_learner(agent: Agent, loss_terms: Sequence[LossTerm], *, batch_size: in
         steps_input = gather(indices) if gather_ahead else indices
         first = (jax.tree.map(lambda x: x[0], steps_input) if gather_ahead
                  else gather(indices[0]))
-        metric_shapes = jax.eval_shape(minibatch_loss, params, first, hp)[1]
+        metric_shapes = jax.eval_shape(
+            lambda *args: _minibatch_loss(agent, loss_terms, *args), params, first, hp)[1]
         carry = _Carry(start, opt_start, jnp.bool_(False),
                        jax.tree.map(lambda m: jnp.zeros(m.shape, m.dtype), metric_shapes),
                        jnp.int32(0), jnp.int32(0), jnp.int32(0))
@@ -406,6 +357,73 @@ def make_learner(agent: Agent, loss_terms: Sequence[LossTerm], *, batch_size: in
                        carry.taken, carry.nonfinite)
 
     return Learner(shuffle_shape, learn, init_opt_state)
+
+
+def _minibatch_loss(agent: Agent, loss_terms: Sequence[LossTerm], params, minibatch: Batch,
+                    hp: HyperParams) -> Tuple[jax.Array, Dict[str, jax.Array]]:
+    """The minibatch's loss, the sum of the terms', and their metrics as `loss/<name>`."""
+    network = agent.network
+    if agent.recurrent:  # [T, b] sequences, flattened to samples after the replay
+        _, policy_out, value = network.apply(params, minibatch.carry, minibatch.obs,
+                                             minibatch.first, method="unroll")
+        outputs, minibatch = jax.tree.map(
+            lambda x: x.reshape(-1, *x.shape[2:]),
+            ((policy_out, value), minibatch._replace(first=None, carry=None)))
+    else:
+        outputs = network.apply(params, minibatch.obs)
+    outputs = (agent.masked(outputs[0], minibatch.action_mask), *outputs[1:])
+    loss, metrics = None, {}
+    for term in loss_terms:
+        term_loss, term_metrics = term(params, minibatch, outputs, hp)
+        metrics.update(_term_metrics(term, term_loss, term_metrics, metrics))
+        loss = term_loss if loss is None else loss + term_loss
+    return loss, metrics
+
+
+def _gather(batch: Batch, rows: jax.Array, recurrent: bool, axis_name: Optional[str]) -> Batch:
+    """The minibatches of `rows [..., mb]`, their advantages normalized over each: samples
+    `[..., mb, ...]`, or for a recurrent batch, whose rows index envs, sequences
+    `[..., T, mb, ...]` with their carries."""
+    if not recurrent:
+        minibatch = jax.tree.map(lambda x: x[rows], batch)
+        return minibatch._replace(
+            advantages=normalize_advantages(minibatch.advantages, axis_name))
+    # rows index envs: the time-major leaves' axis 1 -> `[..., T, mb, ...]`
+    sequences = jax.tree.map(lambda x: jnp.moveaxis(x[:, rows], 0, rows.ndim - 1),
+                             batch._replace(carry=None))
+    advantages = sequences.advantages  # normalized over each minibatch's T x mb
+    flat = advantages.reshape(*advantages.shape[:-2], -1)
+    return sequences._replace(
+        advantages=normalize_advantages(flat, axis_name).reshape(advantages.shape),
+        carry=batch.carry[rows])
+
+
+def _make_step(grad_fn, opt: optax.GradientTransformation, stop_rule: Optional[StopRule],
+               hp: HyperParams, axis_name: Optional[str]) -> Callable[[_Carry, Batch], _Carry]:
+    """One optimizer step on a minibatch: gradients averaged over the devices, the NaN guard's
+    bits of the loss and gradients, and the step undone where `stop_rule` says so."""
+
+    def take_step(carry: _Carry, minibatch: Batch) -> _Carry:
+        (loss, info), grads = grad_fn(per_device(carry.params, axis_name), minibatch, hp)
+        grads, info, loss = pmean((grads, info, loss), axis_name)
+        loss_ok = jnp.isfinite(loss)
+        grads_ok = jnp.isfinite(optax.tree.norm(grads))  # the norm clipping computes too
+        nonfinite = carry.nonfinite | jnp.where(loss_ok, 0, 1) | jnp.where(grads_ok, 0, 2)
+        updates, opt_state = opt.update(grads, carry.opt_state, carry.params)
+        params = optax.apply_updates(carry.params, updates)
+        if stop_rule is None:
+            exceeded = jnp.bool_(False)
+        else:  # this step already went too far: keep the old params
+            exceeded = stop_rule(info, hp)
+            params, opt_state = jax.tree.map(
+                lambda new, old: jnp.where(exceeded, old, new),
+                (params, opt_state), (carry.params, carry.opt_state),
+            )
+        return _Carry(params, opt_state, exceeded,
+                      jax.tree.map(jnp.add, carry.info_sum, info), carry.computed + 1,
+                      carry.taken + jnp.int32(~exceeded), nonfinite)
+
+    return take_step
 
 
 def _term_metrics(term: LossTerm, loss: jax.Array, metrics: Dict[str, jax.Array],

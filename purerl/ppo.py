@@ -15,7 +15,7 @@ from typing import Optional, Sequence, Tuple
 import jax
 import jax.numpy as jnp
 
-from purerl.agent import make_agent
+from purerl.agent import Agent, make_agent
 from purerl.algorithm import Algorithm, Metrics, RunnerState
 from purerl.config import Config, ConfigError
 from purerl.envs.normalization import init_normalizer, scale_rewards, update_running_stats
@@ -23,6 +23,7 @@ from purerl.gae import compute_gae
 from purerl.layers import init_params, kernel_normal_size
 from purerl.learner import (
     Batch,
+    Learner,
     MakeLearner,
     Optimizer,
     make_learner,
@@ -90,65 +91,25 @@ def make_ppo(
     """
     ppo, env_config, impl = config.ppo, config.env, config.prng_impl
     num_envs = env_config.num_envs if num_envs is None else num_envs
-    num_steps, words = ppo.num_steps, key_words(impl)
+    num_steps, pool = ppo.num_steps, env_config.reset_pool
     agent = make_agent(config.env, config.network, env, env_params, network, plan)
-    one_draw = agent.plan.one_draw_init
     scheduled = make_schedules(config.schedules(), config.num_updates)
-    if env_config.reset_pool and agent.draw_resets is None:
-        raise ConfigError(f"env.reset_pool={env_config.reset_pool}: env.name={env_config.name!r} "
-                          "resets inside its own step, so it cannot take pooled resets")
-    recurrent = agent.recurrent
+    if pool and agent.draw_resets is None:
+        raise ConfigError(f"env.reset_pool={pool}: env.name={env_config.name!r} resets inside "
+                          "its own step, so it cannot take pooled resets")
     early_stop = ppo.target_kl is not None or config.sweep.target_kl is not None
     objective = ppo_term(agent.policy, ppo.clip_value) if objective is None else objective
     learner = (make_learner if learner is None else learner)(
         agent, [objective, *loss_terms],
-        batch_size=num_envs if recurrent else num_envs * num_steps, num_epochs=ppo.num_epochs,
-        num_minibatches=ppo.num_minibatches, prng_impl=impl,
+        batch_size=num_envs if agent.recurrent else num_envs * num_steps,
+        num_epochs=ppo.num_epochs, num_minibatches=ppo.num_minibatches, prng_impl=impl,
         stop_rule=target_kl_stop() if early_stop else None, axis_name=axis_name,
         optimizer=optimizer)
-    example_inputs = agent.example_inputs()
-    # once, not per trace
-    num_kernel_normals = kernel_normal_size(agent.network, *example_inputs, one_draw=one_draw)
-    # The update's randomness, each device its own, as bits of these shapes from one draw: the
-    # action noise, the envs' key, the keys of their auto-resets when drawn ahead, a reset
-    # pool's keys and each env's choice among them, the shuffle of the learner's batch.
-    pool = env_config.reset_pool
-    resets_ahead = not pool and draws_resets_ahead(agent, num_steps, num_envs)
-    update_shapes = {
-        "noise": agent.policy.noise_shape((num_steps, num_envs)),
-        "env_key": (words,),
-        **({"reset_keys": (num_steps, num_envs, words)} if resets_ahead else {}),
-        **({"pool_keys": (num_steps, pool, words), "pool_choice": (num_steps, num_envs)}
-           if pool else {}),
-        "shuffle": learner.shuffle_shape,
-    }
-    as_keys = lambda bits: keys_from_bits(bits, impl)  # noqa: E731
-
-    def init(key: jax.Array, hparams: HyperParams) -> RunnerState:
-        (init_keys, normal_bits), (env_keys,) = draw_bits_per_device(
-            convert_key(key, impl), [(2, words), (num_kernel_normals,)], [(num_envs, words)],
-            impl, axis_name)
-        key, params_key = as_keys(init_keys)
-        params = init_params(agent.network, params_key, *example_inputs,
-                             normal=normal_from_bits(normal_bits), one_draw=one_draw)
-        opt_state = learner.init_opt_state(params, hparams)
-        obs, env_state = per_device(agent.reset_envs(as_keys(env_keys), env_params), axis_name)
-        normalizer = init_normalizer(agent.obs_shape, num_envs)
-        normalizer = normalizer._replace(returns=per_device(normalizer.returns, axis_name))
-        memory = per_device(agent.initial_memory(num_envs), axis_name)
-        return RunnerState(params, opt_state, env_state, obs, normalizer, key, jnp.int32(0),
-                           hparams, memory)
+    draws = _UpdateDraws(agent, num_steps, num_envs, pool, learner.shuffle_shape, impl)
 
     def update(state: RunnerState) -> Tuple[RunnerState, Metrics]:
         hp = scheduled(state.hparams, state.update)
-        (key,), drawn = draw_bits_per_device(state.key, [(words,)], list(update_shapes.values()),
-                                             impl, axis_name)
-        bits = dict(zip(update_shapes, drawn))
-        noise = RolloutNoise(agent.policy.noise_from_bits(bits["noise"]), as_keys(bits["env_key"]),
-                             as_keys(bits["reset_keys"]) if resets_ahead else None)
-        if pool:  # the pool's keys, and a uniform choice among its N resets for each env
-            noise = noise._replace(pool_keys=as_keys(bits["pool_keys"]),
-                                   pool_choice=(bits["pool_choice"] % pool).astype(jnp.int32))
+        key, noise, shuffle_bits = draws.draw(state.key, axis_name)
         # One rollout and its learning see the statistics from before the rollout; they are
         # updated with its observations / returns afterwards.
         normalizer = state.normalizer
@@ -161,15 +122,8 @@ def make_ppo(
                                                 hp.gamma, env_config.clip_reward, axis_name)
         advantages, returns = compute_gae(rewards, tr.value, tr.next_value, tr.terminated,
                                           tr.truncated, gamma=hp.gamma, gae_lambda=hp.gae_lambda)
-        samples = Batch(agent.observe(normalizer.obs, tr.obs), tr.action, tr.log_prob, tr.value,
-                        advantages, returns, action_mask=agent.action_mask(tr.obs))
-        if recurrent:  # whole sequences, replayed from the rollout's first carry
-            start = state.memory
-            first = jnp.concatenate([start.first[None], (tr.terminated | tr.truncated)[:-1]])
-            samples = samples._replace(first=first, carry=start.carry)
-        else:
-            samples = jax.tree.map(_merge_time_and_envs, samples)
-        learned = learner.learn(state.params, state.opt_state, samples, bits["shuffle"], hp)
+        samples = _learner_batch(agent, normalizer, tr, advantages, returns, state.memory)
+        learned = learner.learn(state.params, state.opt_state, samples, shuffle_bits, hp)
         if env_config.normalize_obs:
             normalizer = normalizer._replace(obs=update_running_stats(
                 normalizer.obs, _merge_time_and_envs(tr.obs), axis_name))
@@ -177,11 +131,87 @@ def make_ppo(
             (learned.params, 4), (learned.opt_state, 8), ((normalizer.obs, normalizer.ret), 16))
         metrics = _metrics(tr.value, returns, done.episodes, learned, hp, nonfinite, axis_name)
         new_state = RunnerState(learned.params, learned.opt_state, done.env_state, done.obs,
-                                normalizer, as_keys(key), state.update + 1, state.hparams,
+                                normalizer, key, state.update + 1, state.hparams,
                                 done.memory)
         return new_state, metrics
 
-    return Algorithm(init=init, update=update)
+    return Algorithm(init=_make_init(agent, learner, env_params, num_envs, impl, axis_name),
+                     update=update)
+
+
+def _make_init(agent: Agent, learner: Learner, env_params, num_envs: int, impl: str,
+               axis_name: Optional[str]):
+    """`init(key, hparams) -> RunnerState`: the network's params, the optimizer's state, the
+    `num_envs` envs reset, fresh normalization statistics and memory."""
+    words, one_draw = key_words(impl), agent.plan.one_draw_init
+    example_inputs = agent.example_inputs()
+    # once, not per trace
+    num_kernel_normals = kernel_normal_size(agent.network, *example_inputs, one_draw=one_draw)
+
+    def init(key: jax.Array, hparams: HyperParams) -> RunnerState:
+        (init_keys, normal_bits), (env_keys,) = draw_bits_per_device(
+            convert_key(key, impl), [(2, words), (num_kernel_normals,)], [(num_envs, words)],
+            impl, axis_name)
+        key, params_key = keys_from_bits(init_keys, impl)
+        params = init_params(agent.network, params_key, *example_inputs,
+                             normal=normal_from_bits(normal_bits), one_draw=one_draw)
+        opt_state = learner.init_opt_state(params, hparams)
+        obs, env_state = per_device(
+            agent.reset_envs(keys_from_bits(env_keys, impl), env_params), axis_name)
+        normalizer = init_normalizer(agent.obs_shape, num_envs)
+        normalizer = normalizer._replace(returns=per_device(normalizer.returns, axis_name))
+        memory = per_device(agent.initial_memory(num_envs), axis_name)
+        return RunnerState(params, opt_state, env_state, obs, normalizer, key, jnp.int32(0),
+                           hparams, memory)
+
+    return init
+
+
+class _UpdateDraws:
+    """An update's randomness, each device its own, as bits from one draw: the action noise,
+    the envs' key, the keys of their auto-resets when drawn ahead, a reset pool's keys and each
+    env's choice among them, the shuffle of the learner's batch."""
+
+    def __init__(self, agent: Agent, num_steps: int, num_envs: int, pool: int,
+                 shuffle_shape: Tuple[int, ...], impl: str):
+        words = key_words(impl)
+        self.agent, self.pool, self.impl = agent, pool, impl
+        self.resets_ahead = not pool and draws_resets_ahead(agent, num_steps, num_envs)
+        self.shapes = {
+            "noise": agent.policy.noise_shape((num_steps, num_envs)),
+            "env_key": (words,),
+            **({"reset_keys": (num_steps, num_envs, words)} if self.resets_ahead else {}),
+            **({"pool_keys": (num_steps, pool, words), "pool_choice": (num_steps, num_envs)}
+               if pool else {}),
+            "shuffle": shuffle_shape,
+        }
+
+    def draw(self, key: jax.Array, axis_name: Optional[str]):
+        """`(next key, RolloutNoise, shuffle bits)` from the state's `key`."""
+        impl, pool = self.impl, self.pool
+        (next_key,), drawn = draw_bits_per_device(key, [(key_words(impl),)],
+                                                  list(self.shapes.values()), impl, axis_name)
+        bits = dict(zip(self.shapes, drawn))
+        noise = RolloutNoise(self.agent.policy.noise_from_bits(bits["noise"]),
+                             keys_from_bits(bits["env_key"], impl),
+                             keys_from_bits(bits["reset_keys"], impl) if self.resets_ahead
+                             else None)
+        if pool:  # the pool's keys, and a uniform choice among its N resets for each env
+            noise = noise._replace(pool_keys=keys_from_bits(bits["pool_keys"], impl),
+                                   pool_choice=(bits["pool_choice"] % pool).astype(jnp.int32))
+        return keys_from_bits(next_key, impl), noise, bits["shuffle"]
+
+
+def _learner_batch(agent: Agent, normalizer, tr, advantages: jax.Array, returns: jax.Array,
+                   memory) -> Batch:
+    """The rollout's `[T, B]` transitions as the learner's `Batch`: samples `[T * B, ...]`, or
+    for a recurrent agent whole sequences replayed from `memory`, the rollout's first carry."""
+    samples = Batch(agent.observe(normalizer.obs, tr.obs), tr.action, tr.log_prob, tr.value,
+                    advantages, returns, action_mask=agent.action_mask(tr.obs))
+    if not agent.recurrent:
+        return jax.tree.map(_merge_time_and_envs, samples)
+    first = jnp.concatenate([memory.first[None], (tr.terminated | tr.truncated)[:-1]])
+    return samples._replace(first=first, carry=memory.carry)
 
 
 def _merge_time_and_envs(x: jax.Array) -> jax.Array:
