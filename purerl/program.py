@@ -8,13 +8,13 @@
 from __future__ import annotations
 
 import functools
-from typing import Callable, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, NamedTuple, Optional, Sequence, Tuple
 
 import jax
 import jax.numpy as jnp
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from purerl.algorithm import MakeAlgorithm, Metrics, RunnerState
+from purerl.algorithm import Algorithm, MakeAlgorithm, Metrics, RunnerState
 from purerl.config import Config, env_devices
 from purerl.envs import make_env
 from purerl.learner import Optimizer
@@ -122,30 +122,10 @@ def make_program(config: Config, chunk: Optional[int] = None, *,
                      loss_terms=terms, optimizer=optimizer, plan=plan)
     device_seeds = num_seeds if split_envs else num_seeds // num_devices
     chunk = num_updates if chunk is None else min(chunk, num_updates)
-
-    def seed_keys(key):
-        # Converted first: the PRNG of the run is cheaper to compile than JAX's default one.
-        # Every grid point of a sweep trains the same seeds.
-        key = convert_key(key, config.prng_impl)
-        keys = key[None] if config.num_seeds == 1 else jax.random.split(key, config.num_seeds)
-        points = num_seeds // config.num_seeds
-        return keys if points == 1 else jnp.tile(keys, points)
+    seed_keys = functools.partial(_member_keys, config)
 
     def seed_hparams(hparams=None):
         return member_hyperparams(config) if hparams is None else hparams
-
-    update = jax.jit(algo.update)  # traced once: for the metrics' shapes and in the loop
-
-    def run_one(state: RunnerState, num):
-        metrics_shape = jax.eval_shape(update, state)[1]
-        buffer = jax.tree.map(lambda s: jnp.zeros((chunk, *s.shape), s.dtype), metrics_shape)
-
-        def body(i, carry):
-            state, buffer = carry
-            state, metrics = update(state)
-            return state, jax.tree.map(lambda b, m: b.at[i].set(m), buffer, metrics)
-
-        return jax.lax.fori_loop(0, num, body, (state, buffer))
 
     def init_seeds(keys, hparams):
         # One seed after another, not vmapped: a vmapped orthogonal init is a batched QR, whose
@@ -159,14 +139,10 @@ def make_program(config: Config, chunk: Optional[int] = None, *,
         return map_seeds(train_updates, device_seeds)(init_seeds(keys, hparams))
 
     mesh = make_mesh(num_devices)
-    if split_envs:  # leaves `[S, ...]`, the envs' leaves `[S, B, ...]` with B split
-        seeds, env_split = P(), P(None, DEVICE_AXIS)
-        state_spec = jax.tree.map(lambda envs: env_split if envs else seeds, algo.envs_axis)
-    else:  # every leaf `[S, ...]` split by seed
-        seeds = state_spec = P(DEVICE_AXIS)
+    seeds, state_spec = _partition_specs(algo, split_envs)
     shard = functools.partial(shard_over_devices, mesh=mesh, collectives=split_envs)
     init = shard(init_seeds, in_specs=(seeds, seeds), out_specs=state_spec)
-    run = shard(map_seeds(run_one, device_seeds, in_axes=(0, None)),
+    run = shard(map_seeds(_chunk_runner(algo.update, chunk), device_seeds, in_axes=(0, None)),
                 in_specs=(state_spec, P()), out_specs=(state_spec, seeds))
     train = shard(train_seeds, in_specs=(seeds, seeds), out_specs=(state_spec, seeds))
     return Program(
@@ -181,6 +157,46 @@ def make_program(config: Config, chunk: Optional[int] = None, *,
         network=network,
         given=(algorithm, network, *loss_terms, optimizer, plan),
     )
+
+
+def _member_keys(config: Config, key: jax.Array) -> jax.Array:
+    """The members' keys `[S]` from the run's `key`: a key per seed, the same seeds at every
+    grid point of a sweep."""
+    # Converted first: the PRNG of the run is cheaper to compile than JAX's default one.
+    key = convert_key(key, config.prng_impl)
+    keys = key[None] if config.num_seeds == 1 else jax.random.split(key, config.num_seeds)
+    points = config.num_members // config.num_seeds
+    return keys if points == 1 else jnp.tile(keys, points)
+
+
+def _chunk_runner(update: Callable, chunk: int) -> Callable:
+    """`run_one(state, num) -> (state, metrics [chunk, ...])`: `num <= chunk` updates of one
+    member, their metrics in a buffer of `chunk` rows (rows after `num` zero)."""
+    update = jax.jit(update)  # traced once: for the metrics' shapes and in the loop
+
+    def run_one(state: RunnerState, num):
+        metrics_shape = jax.eval_shape(update, state)[1]
+        buffer = jax.tree.map(lambda s: jnp.zeros((chunk, *s.shape), s.dtype), metrics_shape)
+
+        def body(i, carry):
+            state, buffer = carry
+            state, metrics = update(state)
+            return state, jax.tree.map(lambda b, m: b.at[i].set(m), buffer, metrics)
+
+        return jax.lax.fori_loop(0, num, body, (state, buffer))
+
+    return run_one
+
+
+def _partition_specs(algo: Algorithm, split_envs: bool) -> Tuple[P, Any]:
+    """`(seeds, state_spec)`: the `PartitionSpec` of the members' keys and metrics `[S, ...]`,
+    and the prefix tree of specs of their `RunnerState`: split by member, or with
+    `split_envs`, the leaves that `algo.envs_axis` marks split along the envs' axis B."""
+    if not split_envs:  # every leaf `[S, ...]` split by seed
+        seeds = P(DEVICE_AXIS)
+        return seeds, seeds
+    seeds, env_split = P(), P(None, DEVICE_AXIS)  # leaves `[S, ...]`, the envs' `[S, B, ...]`
+    return seeds, jax.tree.map(lambda envs: env_split if envs else seeds, algo.envs_axis)
 
 
 def make_train(config: Config, **given) -> Callable[[jax.Array], Tuple[RunnerState, Metrics]]:
