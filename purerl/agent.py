@@ -55,6 +55,7 @@ class Agent(NamedTuple):
 
     @property
     def recurrent(self) -> bool:
+        """Whether the network is a `RecurrentActorCritic` (acting needs a `Memory`)."""
         return isinstance(self.network, RecurrentActorCritic)
 
     def example_inputs(self) -> Tuple:
@@ -142,7 +143,8 @@ def make_agent(env_config: EnvConfig, network_config: NetworkConfig, env, env_pa
     Args:
         env_config: the `env` settings (wrappers, normalization).
         network_config: the `network` settings.
-        env, env_params: the unwrapped env (`purerl.envs.make_env`).
+        env: the unwrapped env (`purerl.envs.make_env`).
+        env_params: its params.
         network: a user's network given from Python (a flax module, or a factory as
             `network.factory` names one); default: what `network_config` describes.
         plan: the execution plan of the programs the agent is part of (default: the default

@@ -91,7 +91,7 @@ def compile_programs(config: Config, program, key,
 
     Returns:
         The Programs; `compile_s` is the time until init and chunk were compiled and all
-        lowered, whether or not `meanwhile` took longer.
+            lowered, whether or not `meanwhile` took longer.
     """
     import jax
     import numpy as np

@@ -115,6 +115,7 @@ class ActionDistribution:
 
     @property
     def is_gaussian(self) -> bool:
+        """Whether the actions are a diagonal Gaussian's (a Box), not categoricals."""
         return self.spec.kind == "gaussian"
 
     def _split(self, logits: jax.Array) -> Tuple[jax.Array, ...]:

@@ -143,8 +143,8 @@ class Run:
         """The host's record saved with a checkpoint.
 
         Returns:
-            JSON: `version`, `config` (`config_record`), `plan`, `devices`, `processes`, `update`
-                and `history` (`RunHistory.to_record`).
+            A JSON dict: `version`, `config` (`config_record`), `plan`, `devices`,
+                `processes`, `update` and `history` (`RunHistory.to_record`).
         """
         import jax
 

@@ -55,6 +55,7 @@ class Orthogonal(struct.PyTreeNode, meta.AxisMetadata):
 
     @property
     def normal_size(self) -> int:
+        """How many normal numbers its kernels are drawn from: `in` times the drawn columns."""
         return self.value.shape[-2] * sum(columns for _, columns in self.matrices())
 
     def assemble(self, kernels: Sequence[jax.Array]) -> jax.Array:

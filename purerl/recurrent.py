@@ -126,14 +126,17 @@ class RecurrentActorCritic(ActorCriticBase):
 
     @property
     def num_cells(self) -> int:
+        """1 with a shared trunk, else 2 (the value's cell of its own)."""
         return 1 if self.shared else 2
 
     @property
     def state_size(self) -> int:
+        """One cell's state `S`: `rnn_size` (GRU), twice it (LSTM: c and h)."""
         return _STATES[self.cell] * self.rnn_size
 
     @property
     def carry_size(self) -> int:
+        """The carry's width `C`: `num_cells * state_size`."""
         return self.num_cells * self.state_size
 
     def initial_carry(self, batch: Tuple[int, ...]) -> jax.Array:
@@ -153,6 +156,7 @@ class RecurrentActorCritic(ActorCriticBase):
         return not (self.shared or self.conv_channels or self.vocab_size)
 
     def setup(self):
+        """flax's setup: the torsos, the cells and the heads."""
         if self._batched_torso:
             self.torsos = MLP(self.hidden_sizes, self.activation, num_towers=2)
         else:

@@ -73,6 +73,7 @@ class TrainedPolicy:
 
     @property
     def recurrent(self) -> bool:
+        """Whether the policy is recurrent (`act` then takes and returns a carry)."""
         return self._agent.recurrent
 
     def initial_carry(self, batch: Optional[int] = None) -> Optional[jax.Array]:

@@ -24,6 +24,7 @@ class RunHistory:
 
     @property
     def num_updates(self) -> int:
+        """The updates `U` held so far."""
         return self.count.shape[1]
 
     def extend(self, metrics: Metrics) -> None:

@@ -44,7 +44,7 @@ def progress_line(row: Dict, num_updates: int, sps: float,
 
     Returns:
       `update 32/39 | env steps      16,384 | return     94.6  |     37,792 steps/s`, or
-      `... | return    500.0* | ...` when the return is an earlier update's.
+        `... | return    500.0* | ...` when the return is an earlier update's.
     """
     own = row["episode_return"]
     ret = return_text(latest_return if own is None else own,

@@ -73,8 +73,8 @@ def metrics_rows(metrics: Metrics, first_update: int, batch_size: int) -> List[D
 
     Returns:
       `K` dicts with `update`, `env_steps`, `episode_return`, `episode_length`, their `S`
-      values per seed, and the algorithm's scalars (means over seeds, `scalar_order`), each a
-      `json_number`.
+        values per seed, and the algorithm's scalars (means over seeds, `scalar_order`), each a
+        `json_number`.
     """
     count = metrics.episode_count.sum(axis=0)
     returns = metrics.episode_return_sum.sum(axis=0) / np.maximum(count, 1)

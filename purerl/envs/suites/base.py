@@ -247,10 +247,12 @@ class SuiteEnv(Environment):
     # -- gymnax's Environment ------------------------------------------------------------
     @property
     def name(self) -> str:
+        """`<suite>/<id>`, as `env.name` gives it."""
         return f"{self.suite_name}/{self.env_id}"
 
     @property
     def default_params(self) -> SuiteParams:
+        """`SuiteParams` with the adapter's time limit."""
         return SuiteParams(max_steps_in_episode=self.default_max_steps)
 
     def _observe(self, obs: Any, inner: Any) -> jax.Array:
@@ -335,6 +337,7 @@ class SuiteEnv(Environment):
 
     @property
     def num_actions(self) -> int:
+        """A Discrete space's choices, or the size of the action's shape."""
         space = self.action_space_
         if isinstance(space, spaces.Discrete):
             return int(space.n)

@@ -146,7 +146,7 @@ class BraxEnv(SuiteEnv):
 
         Returns:
             `(obs, state)`: the policy's part of the Brax `State`'s obs (`policy_obs`); the
-            Brax `State`.
+                Brax `State`.
         """
         state = self.brax_env.reset(key)
         return self.policy_obs(state.obs), state

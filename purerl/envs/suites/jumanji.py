@@ -188,7 +188,7 @@ class JumanjiEnv(SuiteEnv):
 
         Returns:
             `(obs, state)`: the observation without its mask, `step_count` scaled; a
-            `JumanjiInner`: jumanji's state, the mask, the step count.
+                `JumanjiInner`: jumanji's state, the mask, the step count.
         """
         state, timestep = self.env.reset(key)
         obs, mask = self._split(timestep.observation)

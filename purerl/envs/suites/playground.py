@@ -81,6 +81,7 @@ class PlaygroundEnv(BraxEnv):
 
     @property
     def playground_env(self):
+        """The Playground env (held as `brax_env`)."""
         return self.brax_env
 
     def policy_obs(self, obs: Any) -> Any:

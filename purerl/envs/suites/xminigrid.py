@@ -68,7 +68,7 @@ class XMiniGridEnv(SuiteEnv):
 
         Returns:
             `(obs, state)`: the egocentric view, uint8 `[view_size, view_size, 2]`;
-            xminigrid's `TimeStep`.
+                xminigrid's `TimeStep`.
         """
         key_ruleset, key_reset = jax.random.split(key)
         timestep = self.env.reset(self._params_for(key_ruleset), key_reset)
