@@ -55,10 +55,16 @@ class Agent(NamedTuple):
 
     @property
     def recurrent(self) -> bool:
+        """Whether the network is a `RecurrentActorCritic` (acting needs a `Memory`)."""
         return isinstance(self.network, RecurrentActorCritic)
 
     def example_inputs(self) -> Tuple:
-        """Inputs of one step of one env, to initialize the network with."""
+        """Inputs of one step of one env, to initialize the network with.
+
+        Returns:
+            `(obs,)`, float32 zeros `[1, *obs_shape]`; for a recurrent network `(carry, obs,
+                first)`: zeros `[1, carry_size]`, obs, and True `[1]`.
+        """
         obs = np.zeros((1, *self.obs_shape), np.float32)
         if not self.recurrent:
             return (obs,)
@@ -66,25 +72,57 @@ class Agent(NamedTuple):
 
     def initial_memory(self, num_envs: int) -> Optional[Memory]:
         """The memory of `num_envs` envs at their episodes' start; None for a feed-forward
-        policy."""
+        policy.
+
+        Args:
+            num_envs: the envs `B`.
+
+        Returns:
+            `Memory`: the network's initial carry `[B, carry_size]`, `first` True `[B]`; or None.
+        """
         if not self.recurrent:
             return None
         return Memory(self.network.initial_carry((num_envs,)), jnp.ones((num_envs,), bool))
 
     def action_mask(self, obs: jax.Array) -> Optional[jax.Array]:
         """bool `[..., num_actions]`, the legal actions at observations `obs [..., *obs_shape]`
-        (as the env returned them); None for an env without a mask."""
+        (as the env returned them); None for an env without a mask.
+
+        Args:
+            obs: observations `[..., *obs_shape]`, the mask their last `action_mask_size` entries.
+
+        Returns:
+            The mask, or None.
+        """
         return action_mask_from_obs(obs, self.action_mask_size) if self.action_mask_size else None
 
     def masked(self, policy_out, mask: Optional[jax.Array]):
-        """The policy's output with the actions illegal under `mask` made impossible."""
+        """The policy's output with the actions illegal under `mask` made impossible.
+
+        Args:
+            policy_out: the policy head's output, logits `[..., num_outputs]` for a categorical.
+            mask: bool `[..., num_outputs]`, True where legal; None: no mask.
+
+        Returns:
+            `policy_out`, illegal logits set to -1e9 (`ActionDistribution.masked`).
+        """
         return policy_out if mask is None else self.policy.masked(policy_out, mask)
 
     def policy_step(self, params, obs_stats, obs: jax.Array, memory: Optional[Memory]):
         """The policy's output for observations `obs [B, *obs_shape]` (as the env returned
         them) and, for a recurrent policy, the value `[B]` and the carry after this step (its
         memory before any reset): `(policy_out, value or None, carry or None)`. A feed-forward
-        policy with separate towers runs its policy tower alone (value None)."""
+        policy with separate towers runs its policy tower alone (value None).
+
+        Args:
+            params: one member's network params.
+            obs_stats: its observation statistics (`RunningMeanStd`, `[*obs_shape]`).
+            obs: `[B, *obs_shape]`.
+            memory: the recurrent policy's `Memory` of the `B` envs; None for a feed-forward one.
+
+        Returns:
+            `(policy_out [B, num_outputs], value [B] or None, carry [B, carry_size] or None)`.
+        """
         network_obs, mask = self.observe(obs_stats, obs), self.action_mask(obs)
         if memory is not None:
             carry, policy_out, value = self.network.apply(params, memory.carry, network_obs,
@@ -105,11 +143,18 @@ def make_agent(env_config: EnvConfig, network_config: NetworkConfig, env, env_pa
     Args:
         env_config: the `env` settings (wrappers, normalization).
         network_config: the `network` settings.
-        env, env_params: the unwrapped env (`purerl.envs.make_env`).
+        env: the unwrapped env (`purerl.envs.make_env`).
+        env_params: its params.
         network: a user's network given from Python (a flax module, or a factory as
             `network.factory` names one); default: what `network_config` describes.
         plan: the execution plan of the programs the agent is part of (default: the default
             backend's, `purerl.plan.execution_plan`).
+
+    Returns:
+        The `Agent`; its `reset_envs` and `step_envs` vmapped over envs `[B]`.
+
+    Raises:
+        ConfigError: the env's spaces do not fit the trainer, or the network does not fit.
     """
     spec = check_env(env, env_params, env_config.name)
     plan = execution_plan() if plan is None else plan

@@ -28,9 +28,27 @@ class Evaluate(Event):
         self.every = config.eval.every
 
     def due(self, run: Run, chunk: Chunk) -> bool:
+        """Whether to evaluate: on every `eval.every`-th update and at the run's end, unless
+        the chunk went non-finite or was evaluated already.
+
+        Args:
+            run: the run, `run.update` the chunk's last update.
+            chunk: the chunk that just ended.
+
+        Returns:
+            True to call `handle`.
+        """
         return not chunk.nonfinite and not chunk.evaluated and periodic(self.every, run)
 
     def handle(self, run: Run, chunk: Chunk) -> None:
+        """Evaluates every member, records the mean return per temperature in the history and
+        the last row (`eval_return/<t>`, and per member), and saves `checkpoints/best/` on a new
+        best.
+
+        Args:
+            run: the run, `run.update` the chunk's last update.
+            chunk: the chunk that just ended.
+        """
         import jax
         import numpy as np
 
@@ -75,10 +93,26 @@ class StopAtReturn(Event):
         self.every = config.eval.every if self.by_evaluation else config.log_every
 
     def due(self, run: Run, chunk: Chunk) -> bool:
+        """Whether there is a return to compare: after an evaluation, or on a logged update
+        without evaluations; never after a non-finite chunk or one with no good update.
+
+        Args:
+            run: the run, `run.update` the chunk's last update.
+            chunk: the chunk that just ended.
+
+        Returns:
+            True to call `handle`.
+        """
         return (not chunk.nonfinite and bool(chunk.rows)
                 and (chunk.evaluated if self.by_evaluation else run.update % self.every == 0))
 
     def handle(self, run: Run, chunk: Chunk) -> None:
+        """Stops the run when the evaluation's (or the row's) mean return reaches the threshold.
+
+        Args:
+            run: the run, `run.update` the chunk's last update.
+            chunk: the chunk that just ended.
+        """
         if self.by_evaluation:
             value = next(iter(run.history.evals[-1]["returns"].values()))
         else:
@@ -94,6 +128,12 @@ class Log(Event):
     keeps_work = True
 
     def handle(self, run: Run, chunk: Chunk) -> None:
+        """Writes the chunk's logged rows to each of `run.writers`.
+
+        Args:
+            run: the run, `run.update` the chunk's last update.
+            chunk: the chunk that just ended.
+        """
         config = run.config
         logged = [r for r in chunk.rows if r["update"] % config.log_every == 0
                   or (run.ending and r is chunk.rows[-1])
@@ -110,9 +150,25 @@ class NonfiniteGuard(Event):
         self.names = names
 
     def due(self, run: Run, chunk: Chunk) -> bool:
+        """Whether the chunk went non-finite.
+
+        Args:
+            run: the run, `run.update` the chunk's last update.
+            chunk: the chunk that just ended.
+
+        Returns:
+            True to call `handle`.
+        """
         return chunk.nonfinite != 0
 
     def handle(self, run: Run, chunk: Chunk) -> None:
+        """Sets the run's status to "nonfinite" and its `failure` to what went non-finite and
+        where.
+
+        Args:
+            run: the run, `run.update` the chunk's last update.
+            chunk: the chunk that just ended.
+        """
         run.status = "nonfinite"
         run.failure = (f"non-finite {', '.join(self.names(chunk.nonfinite))} at update "
                        f"{run.update + 1}")
@@ -126,6 +182,13 @@ class Progress(Event):
         self.noted = False  # whether the log has said what the earlier-return marker means
 
     def handle(self, run: Run, chunk: Chunk) -> None:
+        """Updates the progress bar, and logs a progress line about every `num_updates / 10`
+        updates and at the run's end.
+
+        Args:
+            run: the run, `run.update` the chunk's last update.
+            chunk: the chunk that just ended.
+        """
         from purerl.logging.progress import EARLIER_NOTE, progress_line
 
         sps, latest = run.sps(), chunk.rows[-1]
@@ -147,10 +210,27 @@ class Generation(Event):
         self.every = config.pbt.every
 
     def due(self, run: Run, chunk: Chunk) -> bool:
+        """Whether a generation falls on this update (never at the run's end or after a
+        non-finite chunk).
+
+        Args:
+            run: the run, `run.update` the chunk's last update.
+            chunk: the chunk that just ended.
+
+        Returns:
+            True to call `handle`.
+        """
         return (self.every > 0 and not chunk.nonfinite and run.update % self.every == 0
                 and not run.ending)
 
     def handle(self, run: Run, chunk: Chunk) -> None:
+        """Runs the generation's program on `run.state`, appends its row to pbt.jsonl and
+        redraws pbt.png.
+
+        Args:
+            run: the run, `run.update` the chunk's last update.
+            chunk: the chunk that just ended.
+        """
         import jax
         import numpy as np
 
@@ -200,10 +280,27 @@ class Checkpoint(Event):
         self.every = config.checkpoint.every
 
     def due(self, run: Run, chunk: Chunk) -> bool:
+        """Whether to save: on every `checkpoint.every`-th update and at the run's end, after
+        `checkpoint.every_s` seconds, a stop signal or a failed event; never after a non-finite
+        chunk.
+
+        Args:
+            run: the run, `run.update` the chunk's last update.
+            chunk: the chunk that just ended.
+
+        Returns:
+            True to call `handle`.
+        """
         return not chunk.nonfinite and (periodic(self.every, run) or chunk.checkpoint_due
                                          or chunk.stop_requested or chunk.failed)
 
     def handle(self, run: Run, chunk: Chunk) -> None:
+        """Saves `run.state` and the run's record as the checkpoint of `run.update`.
+
+        Args:
+            run: the run, `run.update` the chunk's last update.
+            chunk: the chunk that just ended.
+        """
         tick = time.monotonic()
         run.checkpoints.save(run.update, run.state, run.record())
         run.last_checkpoint = time.monotonic()
@@ -215,11 +312,27 @@ class Plot(Event):
     the final one)."""
 
     def due(self, run: Run, chunk: Chunk) -> bool:
+        """Whether to redraw: after an evaluation but at the run's end, in the process that
+        writes files.
+
+        Args:
+            run: the run, `run.update` the chunk's last update.
+            chunk: the chunk that just ended.
+
+        Returns:
+            True to call `handle`.
+        """
         from purerl.distributed import writes_files
 
         return chunk.evaluated and not run.ending and writes_files()
 
     def handle(self, run: Run, chunk: Chunk) -> None:
+        """Redraws learning_curve.png (`plot_learning_curve`).
+
+        Args:
+            run: the run, `run.update` the chunk's last update.
+            chunk: the chunk that just ended.
+        """
         plot_learning_curve(run)
 
 
@@ -251,9 +364,24 @@ class StopSignal(Event):
     status "interrupted" after Ctrl-C, "preempted" after SIGTERM or SIGUSR1."""
 
     def due(self, run: Run, chunk: Chunk) -> bool:
+        """Whether a stop signal came during the chunk (and the run is not ending already).
+
+        Args:
+            run: the run, `run.update` the chunk's last update.
+            chunk: the chunk that just ended.
+
+        Returns:
+            True to call `handle`.
+        """
         return chunk.stop_requested and not run.ending
 
     def handle(self, run: Run, chunk: Chunk) -> None:
+        """Sets the run's status to "interrupted" or "preempted" by the signal.
+
+        Args:
+            run: the run, `run.update` the chunk's last update.
+            chunk: the chunk that just ended.
+        """
         from purerl.signals import status_of
 
         run.status = status_of(chunk.stop_signal)
@@ -268,9 +396,25 @@ class FoldedTimeLimit(Event):
         self.checked = False
 
     def due(self, run: Run, chunk: Chunk) -> bool:
+        """Whether the check is still to run: after the first chunk only.
+
+        Args:
+            run: the run, `run.update` the chunk's last update.
+            chunk: the chunk that just ended.
+
+        Returns:
+            True to call `handle`.
+        """
         return not self.checked
 
     def handle(self, run: Run, chunk: Chunk) -> None:
+        """Makes a user's env once and warns when it folds its time limit into termination;
+        a check that fails is logged at debug.
+
+        Args:
+            run: the run, `run.update` the chunk's last update.
+            chunk: the chunk that just ended.
+        """
         from purerl.envs import folds_time_limit, make_env
 
         self.checked = True

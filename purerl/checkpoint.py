@@ -37,7 +37,11 @@ TEMPORARY = ".orbax-checkpoint-tmp"  # in the name of a save's directory until i
 BEST = "best"  # checkpoints/best/: the best policy by eval return, when checkpoint.best
 
 def import_orbax():
-    """orbax.checkpoint, imported at its first use (it takes a while)."""
+    """orbax.checkpoint, imported at its first use (it takes a while).
+
+    Returns:
+        The `orbax.checkpoint` module.
+    """
     import orbax.checkpoint as ocp
 
     return ocp
@@ -69,7 +73,17 @@ class Checkpoints:
 
     def save(self, update: int, state: Any, record: Dict) -> None:
         """Writes `state` and `record` as the checkpoint of `update` (again, if it exists);
-        a failed write raises `WriteError`, the checkpoints before intact."""
+        a failed write raises `WriteError`, the checkpoints before intact.
+
+        Args:
+            update: the update the checkpoint is of, its step directory's name.
+            state: the `RunnerState`, leaves `[S, ...]` (S members).
+            record: the JSON record of the run (`purerl.events.Run.record`).
+
+        Raises:
+            purerl.write_errors.WriteError: a write failed, named by the checkpoint's directory.
+            RuntimeError: orbax saved nothing.
+        """
         ocp = import_orbax()
         try:
             with quiet_after_failure(), writes_to(self.directory):
@@ -85,13 +99,21 @@ class Checkpoints:
                                f"{self.directory}")
 
     def delete_after(self, update: int) -> None:
-        """Deletes the checkpoints of updates after `update`."""
+        """Deletes the checkpoints of updates after `update`.
+
+        Args:
+            update: the last update whose checkpoint stays.
+        """
         for step in self._manager.all_steps():
             if step > update:
                 self._manager.delete(step)
 
     def latest(self) -> Optional[int]:
-        """The update of the newest complete checkpoint, or None."""
+        """The update of the newest complete checkpoint, or None.
+
+        Returns:
+            The newest step, None when the directory does not exist or holds none.
+        """
         if self._orbax_manager is None and not self.directory.is_dir():
             return None
         self._manager.reload()
@@ -104,7 +126,20 @@ class Checkpoints:
         with that field None; one of purerl 0.2.0's CPU plan, whose optimizer state held the
         param-shaped trees raveled into `[S, P]` vectors, restores in the tree layout (purerl's
         checkpoints hold it whatever plan ran); any other difference of structure raises
-        ConfigError naming the purerl version that wrote the checkpoint."""
+        ConfigError naming the purerl version that wrote the checkpoint.
+
+        Args:
+            update: the checkpoint's update.
+            like: the state to restore into, leaves `[S, ...]` (arrays or `jax.ShapeDtypeStruct`s
+                with shardings).
+
+        Returns:
+            `(state, record)`: the state in `like`'s structure, shapes and shardings, and
+                the record as saved.
+
+        Raises:
+            ConfigError: the saved state has another structure than `like`.
+        """
         ocp = import_orbax()
         abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, like)
         first_mismatch = None
@@ -140,12 +175,33 @@ class Checkpoints:
     def restore_intact(self, update: int, like: Any) -> Tuple[int, Any, Dict]:
         """(update, state, record) of the newest checkpoint up to `update` that restores (as
         `restore`); one that does not (damaged files) is skipped with a warning naming it and
-        the error. Raises ConfigError when none does."""
+        the error. Raises ConfigError when none does.
+
+        Args:
+            update: the newest update to consider.
+            like: the state to restore into, as `restore` takes it.
+
+        Returns:
+            `(update, state, record)` of the checkpoint restored.
+
+        Raises:
+            ConfigError: no checkpoint up to `update` restores, or one has another structure.
+        """
         return self._newest_intact(update, lambda step: (step, *self.restore(step, like)))
 
     def record_intact(self, update: int) -> Tuple[int, Dict]:
         """(update, record) of the newest checkpoint up to `update` whose record reads, as
-        `restore_intact` skips the others."""
+        `restore_intact` skips the others.
+
+        Args:
+            update: the newest update to consider.
+
+        Returns:
+            `(update, record)` of the checkpoint read.
+
+        Raises:
+            ConfigError: no checkpoint up to `update` has a record that reads.
+        """
         return self._newest_intact(update, lambda step: (step, self.restore_record(step)))
 
     def _newest_intact(self, update: int, restore):
@@ -170,11 +226,21 @@ class Checkpoints:
         return restored["state"], restored["record"]
 
     def restore_record(self, update: int) -> Dict:
+        """The record of `update`'s checkpoint, its state left unread.
+
+        Args:
+            update: the checkpoint's update.
+
+        Returns:
+            The record, JSON as saved (`purerl.events.Run.record`): `config`, `update`,
+                `history`, ...
+        """
         ocp = import_orbax()
         return self._manager.restore(update, args=ocp.args.Composite(
             record=ocp.args.JsonRestore()))["record"]
 
     def close(self) -> None:
+        """Closes orbax's manager, if one was made."""
         if self._orbax_manager is not None:
             self._orbax_manager.close()
 
@@ -247,5 +313,12 @@ def _refilled(like: Any, restored: Any) -> Any:
 
 
 def config_record(config: Config) -> Dict:
-    """The config as saved in a checkpoint's record."""
+    """The config as saved in a checkpoint's record.
+
+    Args:
+        config: the run's config.
+
+    Returns:
+        `dataclasses.asdict(config)`: its settings as nested dicts.
+    """
     return dataclasses.asdict(config)

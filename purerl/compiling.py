@@ -38,16 +38,40 @@ class Programs:
         return compiling.result()
 
     def reused(self) -> "Programs":
-        """The same programs for another run, none of whose time went to compiling them."""
+        """The same programs for another run, none of whose time went to compiling them.
+
+        Returns:
+            A `Programs` sharing these compiled functions, its `compile_s` 0.
+        """
         return Programs(self.init, self.run_chunk, self._evaluate, self._pbt, compile_s=0.0)
 
     def evaluate(self, params, obs_stats, keys):
         """EvalResult [S, temperatures] of the members' `params` and observation statistics,
-        from their keys `[S]`."""
+        from their keys `[S]`.
+
+        Args:
+            params: the members' network params, leaves `[S, ...]`.
+            obs_stats: the members' observation statistics (`RunningMeanStd`, leaves
+                `[S, *obs_shape]`, `count` `[S]`).
+            keys: typed PRNG keys `[S]` (`eval_keys`).
+
+        Returns:
+            `EvalResult`, `episode_return` and `episode_length` float32 `[S, num_temperatures]`.
+        """
         return self._ready(self._evaluate)(params, obs_stats, keys)
 
     def pbt(self, state, fitness, key):
-        """(state, source [S]): a generation of exploit and explore (`pbt.every` > 0)."""
+        """(state, source [S]): a generation of exploit and explore (`pbt.every` > 0).
+
+        Args:
+            state: the `RunnerState`, leaves `[S, ...]`.
+            fitness: float32 `[S]`, each member's fitness (higher is better).
+            key: a typed PRNG key.
+
+        Returns:
+            `(state, source)`: the new state, and int32 `[S]`, the member each one now copies
+                (itself when it was kept); see `purerl.pbt.make_pbt_step`.
+        """
         return self._ready(self._pbt)(state, fitness, key)
 
 
@@ -67,7 +91,7 @@ def compile_programs(config: Config, program, key,
 
     Returns:
         The Programs; `compile_s` is the time until init and chunk were compiled and all
-        lowered, whether or not `meanwhile` took longer.
+            lowered, whether or not `meanwhile` took longer.
     """
     import jax
     import numpy as np
@@ -153,7 +177,16 @@ class ProgramCache:
 
     def programs_for(self, config: Config, program, key) -> Programs:
         """The run's programs: a kept run's when only the seed or hyperparameters differ; else
-        compiled, the libraries the run's files are written with imported meanwhile."""
+        compiled, the libraries the run's files are written with imported meanwhile.
+
+        Args:
+            config: the run's validated config.
+            program: its `purerl.program.Program` (`make_program`).
+            key: the run's typed PRNG key, whose shape and type the programs are lowered for.
+
+        Returns:
+            The `Programs`; `on_compiled` has been called.
+        """
         settings = _program_key(config, program)
         kept = self._programs.get(settings)
         if kept is not None and _same(kept[0], program.given):
@@ -190,7 +223,11 @@ def _same(given: tuple, other: tuple) -> bool:
 
 def import_writers(config: Config) -> None:
     """Imports the libraries of the run's sinks and checkpoints ahead of their first use
-    (about 0.7 s on a 2-core CPU)."""
+    (about 0.7 s on a 2-core CPU).
+
+    Args:
+        config: the run's config; `log` names the sinks (TensorBoard, W&B).
+    """
     from purerl.checkpoint import import_orbax
     from purerl.distributed import writes_files
     from purerl.logging.sinks import import_libraries
@@ -202,7 +239,15 @@ def import_writers(config: Config) -> None:
 
 def eval_keys(config: Config, key):
     """One evaluation's keys `[M]`, one per member, split from `key` and then converted to the
-    run's PRNG (`prng_impl`), which compiles to far fewer kernels than JAX's default threefry."""
+    run's PRNG (`prng_impl`), which compiles to far fewer kernels than JAX's default threefry.
+
+    Args:
+        config: the run's config (`num_members`, `prng_impl`).
+        key: a typed PRNG key.
+
+    Returns:
+        Typed keys `[M]` (`M = config.num_members`) of PRNG `config.prng_impl`.
+    """
     import jax
 
     from purerl.prng import convert_key

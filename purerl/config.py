@@ -200,13 +200,21 @@ class SweepConfig:
     target_kl: Optional[List[float]] = None
 
     def swept(self) -> Dict[str, List[float]]:
-        """The given lists, in SWEEPABLE order."""
+        """The given lists, in SWEEPABLE order.
+
+        Returns:
+            `{name: values}` of the swept hyperparameters; empty without a sweep.
+        """
         return {name: list(getattr(self, name)) for name in SWEEPABLE
                 if getattr(self, name) is not None}
 
     def grid(self) -> List[Dict[str, float]]:
         """The grid points: one {name: value} per combination, the last name varying fastest;
-        [{}] without a sweep."""
+        [{}] without a sweep.
+
+        Returns:
+            `prod(len(values))` dicts; member m of a run trains point m // num_seeds.
+        """
         swept = self.swept()
         return [dict(zip(swept, values)) for values in itertools.product(*swept.values())]
 
@@ -223,7 +231,15 @@ class PBTConfig:
     hparams: Optional[List[str]] = None  # which evolve; null: those swept, else lr and ent_coef
 
     def evolving(self, sweep: SweepConfig) -> List[str]:
-        """The hyperparameters that evolve."""
+        """The hyperparameters that evolve.
+
+        Args:
+            sweep: the run's sweep: with `hparams` null, its swept names evolve (else lr and
+                ent_coef).
+
+        Returns:
+            Their names, in order.
+        """
         if self.hparams is not None:
             return list(self.hparams)
         return list(sweep.swept()) or ["lr", "ent_coef"]
@@ -348,7 +364,15 @@ class Config:
 
 def flat_settings(tree: Any, prefix: str = "") -> Dict[str, Any]:
     """A config record (nested dicts, as `dataclasses.asdict(config)` gives it) as dotted keys,
-    the command line's spelling: `{"ppo": {"lr": 0.001}}` -> `{"ppo.lr": 0.001}`."""
+    the command line's spelling: `{"ppo": {"lr": 0.001}}` -> `{"ppo.lr": 0.001}`.
+
+    Args:
+        tree: a config record, or one group's or value's part of it.
+        prefix: the dotted path of `tree`, ending in "." (default: the top).
+
+    Returns:
+        `{dotted key: value}`, the leaves in the record's order.
+    """
     if not isinstance(tree, dict):
         return {prefix[:-1]: tree}
     return {k: v for key, value in tree.items()
@@ -358,20 +382,43 @@ def flat_settings(tree: Any, prefix: str = "") -> Dict[str, Any]:
 def result_settings(record: Dict) -> Dict:
     """The settings that shape a run's result: a config record (`dataclasses.asdict(config)`)
     without the groups and keys of `RESUMABLE_CHANGES`, as summary.json's `config` holds
-    them."""
+    them.
+
+    Args:
+        record: a config record.
+
+    Returns:
+        The record's other top-level groups and keys, unchanged.
+    """
     return {key: value for key, value in record.items() if key not in RESUMABLE_CHANGES}
 
 
 def env_devices(num_members: int, num_devices: int) -> int:
     """How many devices a run's envs are split over: none (1) when its members (seeds) split
     evenly over the `num_devices` devices (each device then trains members of its own, with no
-    communication), else all of them (each member's envs split, gradients averaged)."""
+    communication), else all of them (each member's envs split, gradients averaged).
+
+    Args:
+        num_members: the run's members (`Config.num_members`).
+        num_devices: the devices it runs on.
+
+    Returns:
+        1 or `num_devices`.
+    """
     return 1 if num_members % num_devices == 0 else num_devices
 
 
 def auto_cpu_devices(members: List[int], cores: Optional[int] = None) -> int:
     """The most devices, at most `cores` (default: the cores this process may run on), that
-    every count in `members` divides over evenly: `cpu_devices=0`'s count."""
+    every count in `members` divides over evenly: `cpu_devices=0`'s count.
+
+    Args:
+        members: the member counts (`num_members`) of the runs to fit.
+        cores: the most devices; None: the cores this process may run on.
+
+    Returns:
+        The device count, at least 1.
+    """
     if cores is None:
         cores = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
                  else os.cpu_count() or 1)

@@ -21,7 +21,11 @@ def initialize(dist: DistributedConfig) -> None:
     """`jax.distributed.initialize` with `dist`'s settings (None ones detected by JAX: TPU pods,
     SLURM, Open MPI), once per process; nothing when `dist.enabled` is false. Call it before
     any JAX device is touched, and so before importing gymnax (or `purerl.program`, `purerl.envs`),
-    which makes arrays on import."""
+    which makes arrays on import.
+
+    Args:
+        dist: the `distributed` settings.
+    """
     if not dist.enabled or jax.distributed.is_initialized():
         return
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
@@ -33,13 +37,24 @@ def initialize(dist: DistributedConfig) -> None:
 
 
 def writes_files() -> bool:
-    """Whether this process writes the run's files and console lines: process 0 alone."""
+    """Whether this process writes the run's files and console lines: process 0 alone.
+
+    Returns:
+        True in process 0.
+    """
     return jax.process_index() == 0
 
 
 def to_host(tree):
     """`tree`'s arrays as numpy arrays, whole: gathered from every process when there are
-    several (each holds only its devices' shards)."""
+    several (each holds only its devices' shards).
+
+    Args:
+        tree: a pytree of arrays, leaves sharded over the run's devices.
+
+    Returns:
+        The tree of numpy arrays, each the whole global array.
+    """
     if jax.process_count() == 1:
         return jax.device_get(tree)
     from jax.experimental import multihost_utils
@@ -49,7 +64,14 @@ def to_host(tree):
 
 def process_max(values: Sequence[int]) -> List[int]:
     """Each of `values` (ints or bools), its maximum over the processes (a collective: every
-    process must call it, with as many values)."""
+    process must call it, with as many values).
+
+    Args:
+        values: ints or bools, as many in every process.
+
+    Returns:
+        The maxima, ints, in order.
+    """
     if jax.process_count() == 1:
         return [int(v) for v in values]
     import numpy as np
@@ -60,7 +82,14 @@ def process_max(values: Sequence[int]) -> List[int]:
 
 
 def each_process(text: str) -> list:
-    """`text` of every process, by process index (a collective: every process must call it)."""
+    """`text` of every process, by process index (a collective: every process must call it).
+
+    Args:
+        text: this process's text.
+
+    Returns:
+        `process_count()` strings.
+    """
     if jax.process_count() == 1:
         return [text]
     import numpy as np
@@ -76,14 +105,26 @@ def each_process(text: str) -> list:
 
 def lost_peer(error: Exception) -> bool:
     """Whether `error` is a collective that failed because another process of the run is gone
-    (killed, crashed, unreachable): a JAX runtime error in a run of several processes."""
+    (killed, crashed, unreachable): a JAX runtime error in a run of several processes.
+
+    Args:
+        error: the exception a collective raised.
+
+    Returns:
+        True for a `JaxRuntimeError` with more than one process.
+    """
     return jax.process_count() > 1 and isinstance(error, jax.errors.JaxRuntimeError)
 
 
 def exit_lost_peer(error: Exception, run_dir) -> None:
     """Ends this process at once, exit code 1, with one line: the run lost a process. Skips
     the exit handlers, whose shutdown barrier would wait for the lost process and then abort;
-    what is on disk (metrics rows, finished checkpoints) stays valid."""
+    what is on disk (metrics rows, finished checkpoints) stays valid.
+
+    Args:
+        error: the error that the lost process caused (`lost_peer`).
+        run_dir: the run directory, named in the line (the restart command).
+    """
     reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
     print(f"purerl: error: process {jax.process_index()} of {jax.process_count()} lost another "
           f"process of the run ({reason}); its finished checkpoints are kept: restart every "

@@ -48,7 +48,17 @@ class EvaluateArgs:
 
 
 def parse_args(argv: List[str]) -> EvaluateArgs:
-    """`key=value` arguments into `EvaluateArgs`; raises ConfigError."""
+    """`key=value` arguments into `EvaluateArgs`; raises ConfigError.
+
+    Args:
+        argv: the arguments after `python -m purerl.evaluate`.
+
+    Returns:
+        The `EvaluateArgs`.
+
+    Raises:
+        ConfigError: an unknown key, a bad value, empty `temperatures` or `episodes` <= 0.
+    """
     args = parse_run_args(argv, EvaluateArgs)
     if args.temperatures is not None and not args.temperatures:
         raise ConfigError("temperatures=[] is empty: give at least one, e.g. temperatures=[0.0]")
@@ -59,7 +69,21 @@ def parse_args(argv: List[str]) -> EvaluateArgs:
 
 def evaluate_run(args: EvaluateArgs) -> Dict[str, Dict[str, float]]:
     """Plays the episodes; returns {temperature: {"return", "return_std", "length"}}, means
-    over all seeds' episodes (`return_std` over the seeds' means)."""
+    over all seeds' episodes (`return_std` over the seeds' means).
+
+    With `render`, also writes `episode_T<t>.gif` of the first temperature into the run
+    directory: member 0's episode, or `member`'s.
+
+    Args:
+        args: the parsed arguments (`parse_args`).
+
+    Returns:
+        The table, keyed by the temperature as a string ("0.0").
+
+    Raises:
+        ConfigError: no intact checkpoint, `member` out of range, a setting that does not fit,
+            or `render` for an env gymnax cannot draw (or without pygame).
+    """
     import jax
     import numpy as np
 
@@ -118,7 +142,15 @@ def evaluate_run(args: EvaluateArgs) -> Dict[str, Dict[str, float]]:
 
 
 def render_gif(env, env_params, episode, path: Path) -> None:
-    """Draws a recorded episode (host arrays) with gymnax's Visualizer, up to its end."""
+    """Draws a recorded episode (host arrays) with gymnax's Visualizer, up to its end.
+
+    Args:
+        env: the unwrapped env (`make_env`'s).
+        env_params: its params.
+        episode: the `Episode` of `Evaluator.record`, on the host: states `[T, ...]`,
+            rewards and dones `[T]`.
+        path: the GIF to write.
+    """
     os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
     os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # no display: else SDL complains per frame
@@ -137,6 +169,7 @@ def render_gif(env, env_params, episode, path: Path) -> None:
 
 
 def main() -> None:
+    """`python -m purerl.evaluate`."""
     run_command(__doc__, parse_args, evaluate_run)
 
 

@@ -48,14 +48,29 @@ class Evaluator(NamedTuple):
 
 
 def unwrap_state(state):
-    """The env's own state inside purerl's wrapper states."""
+    """The env's own state inside purerl's wrapper states.
+
+    Args:
+        state: a wrapped env state (`EpisodeStatsState`, `FrameStackState`), or any state.
+
+    Returns:
+        The innermost state that is neither.
+    """
     while isinstance(state, (EpisodeStatsState, FrameStackState)):
         state = state.env_state
     return state
 
 
 def eval_max_steps(settings: EvalConfig, env_params) -> int:
-    """`eval.max_steps`, or the env's own episode limit when it is null."""
+    """`eval.max_steps`, or the env's own episode limit when it is null.
+
+    Args:
+        settings: the `eval` settings.
+        env_params: the env's params; their `max_steps_in_episode` if any, else 1000.
+
+    Returns:
+        The step limit of an eval episode.
+    """
     if settings.max_steps is not None:
         return settings.max_steps
     return int(getattr(env_params, "max_steps_in_episode", DEFAULT_MAX_STEPS))
@@ -64,7 +79,17 @@ def eval_max_steps(settings: EvalConfig, env_params) -> int:
 def with_evaluation(config: Config, episodes: int, temperatures: Optional[Sequence[float]],
                     max_steps: Optional[int]) -> Config:
     """`config` with `episodes` episodes per temperature, at `temperatures` and of at most
-    `max_steps` steps (each None: the run's own `eval` setting), not yet validated."""
+    `max_steps` steps (each None: the run's own `eval` setting), not yet validated.
+
+    Args:
+        config: the run's config.
+        episodes: episodes per temperature (`eval.num_episodes`).
+        temperatures: sampling temperatures (`eval.temperatures`); None: the run's.
+        max_steps: an episode's step limit (`eval.max_steps`); None: the run's.
+
+    Returns:
+        The new config (pass it to `validate`).
+    """
     evaluation = dataclasses.replace(
         config.eval, num_episodes=episodes,
         temperatures=list(config.eval.temperatures if temperatures is None else temperatures),
@@ -76,7 +101,21 @@ def make_evaluator(agent: Agent, env_params, settings: EvalConfig) -> "Evaluator
     """`Evaluator(evaluate, record)` for one seed's params of `agent`
     (`purerl.agent.make_agent`) on the env of `env_params`, by the `eval` settings:
     `evaluate(params, obs_stats, key) -> EvalResult`; `record(params, obs_stats, key,
-    temperature) -> Episode`."""
+    temperature) -> Episode`.
+
+    Args:
+        agent: the run's agent (`purerl.agent.make_agent`).
+        env_params: the env's params.
+        settings: the `eval` settings: `num_episodes` envs `[E]` per temperature, played for
+            at most `eval_max_steps` steps.
+
+    Returns:
+        The `Evaluator`. `evaluate(params, obs_stats, key)`: params and `obs_stats` of one
+            member (no `[S]` axis), a typed key; returns the `EvalResult`, each field float32
+            `[num_temperatures]`. `record(...)`: one episode at `temperature`, an `Episode`
+            of `states` (leaves `[max_steps, ...]`), `rewards` float32 `[max_steps]` and
+            `dones` bool `[max_steps]` (the steps after the first done are not the episode's).
+    """
     spec, policy = agent.spec, agent.policy
     reset_envs, step_envs = agent.reset_envs, agent.step_envs
     num_episodes, max_steps = settings.num_episodes, eval_max_steps(settings, env_params)

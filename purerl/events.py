@@ -34,7 +34,11 @@ class MetricsWriter(Protocol):
     (`purerl.logging.sinks`)."""
 
     def write(self, rows: List[Dict]) -> None:
-        """Writes metrics rows, one dict per update."""
+        """Writes metrics rows, one dict per update.
+
+        Args:
+            rows: the rows to write, in update order; may be empty.
+        """
 
     def close(self) -> None:
         """Flushes and closes the writer."""
@@ -127,12 +131,21 @@ class Run:
             log.info("stopped by %s at update %d", by, self.update)
 
     def sps(self) -> float:
-        """Env steps per second over all members (seeds), of the updates this process ran."""
+        """Env steps per second over all members (seeds), of the updates this process ran.
+
+        Returns:
+            Steps per second of training time (`train_s`); 0 before any update ran here.
+        """
         steps = (self.update - self.first_update) * self.config.batch_size * self.config.num_members
         return steps / max(self.train_s, 1e-9)
 
     def record(self) -> Dict:
-        """The host's record saved with a checkpoint."""
+        """The host's record saved with a checkpoint.
+
+        Returns:
+            A JSON dict: `version`, `config` (`config_record`), `plan`, `devices`,
+                `processes`, `update` and `history` (`RunHistory.to_record`).
+        """
         import jax
 
         from purerl.checkpoint import config_record
@@ -229,5 +242,13 @@ class Event:
 
 
 def periodic(every: int, run: Run) -> bool:
-    """An event every `every` updates (0: only at the run's end) falls on this update."""
+    """An event every `every` updates (0: only at the run's end) falls on this update.
+
+    Args:
+        every: the updates between the event's turns.
+        run: the run, `run.update` the chunk's last update.
+
+    Returns:
+        True at the run's end (`run.ending`) or when `every` divides `run.update`.
+    """
     return run.ending or (every > 0 and run.update % every == 0)

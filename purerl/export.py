@@ -49,7 +49,18 @@ class ExportArgs:
 
 def parse_args(argv: List[str]) -> ExportArgs:
     """`key=value` arguments into `ExportArgs`, `out` filled in and every setting checked
-    (the run's checkpoint and member are checked when it loads); raises ConfigError."""
+    (the run's checkpoint and member are checked when it loads); raises ConfigError.
+
+    Args:
+        argv: the arguments after `python -m purerl.export`.
+
+    Returns:
+        The `ExportArgs`.
+
+    Raises:
+        ConfigError: an unknown key, a bad value, a setting `check_settings` refuses, or an
+            `out` that cannot be written.
+    """
     from purerl.exporting import DEFAULT_PLATFORMS, SUFFIXES, check_settings
 
     args = parse_run_args(argv, ExportArgs)
@@ -78,7 +89,18 @@ def _check_writable(out: Path) -> None:
 
 def export_run(args: ExportArgs) -> Path:
     """Loads the run's policy, writes it to `args.out` and prints what the file takes and
-    returns; returns the file's path. Raises ConfigError, or WriteError when the write fails."""
+    returns; returns the file's path. Raises ConfigError, or WriteError when the write fails.
+
+    Args:
+        args: the parsed arguments (`parse_args`).
+
+    Returns:
+        The written file's path.
+
+    Raises:
+        ConfigError: the run has no intact checkpoint, or `member` is out of range.
+        purerl.write_errors.WriteError: the file could not be written.
+    """
     from purerl.exporting import DEFAULT_PLATFORMS, export_policy, policy_signature
     from purerl.trained import load
 
@@ -99,6 +121,7 @@ def export_run(args: ExportArgs) -> Path:
 
 
 def main() -> None:
+    """`python -m purerl.export`."""
     run_command(__doc__, parse_args, export_run)
 
 

@@ -58,7 +58,16 @@ def check_settings(format: str, temperature: float,
                    platforms: Sequence[str] = DEFAULT_PLATFORMS) -> None:
     """Raises ConfigError, naming the setting, unless `format` is one of `FORMATS` that can
     export at `temperature`, with its converter installed, and `platforms` are among
-    `PLATFORMS`."""
+    `PLATFORMS`.
+
+    Args:
+        format: the file's format, one of `FORMATS`.
+        temperature: the policy's sampling temperature (0: greedy).
+        platforms: the platforms the file is to run on, among `PLATFORMS`.
+
+    Raises:
+        ConfigError: a setting does not fit, or onnx's converter (jax2onnx) is not installed.
+    """
     if format not in FORMATS:
         raise ConfigError(f"format={format}: must be one of {', '.join(FORMATS)}")
     if temperature < 0:

@@ -43,7 +43,11 @@ class Orthogonal(struct.PyTreeNode, meta.AxisMetadata):
     columns: Any = struct.field(pytree_node=False, default=None)
 
     def matrices(self) -> list:
-        """`(gain, drawn columns)` of each `[in, out]` kernel, in order."""
+        """`(gain, drawn columns)` of each `[in, out]` kernel, in order.
+
+        Returns:
+            `prod(value.shape[:batch_ndim])` pairs `(gain, columns)`, a float and an int.
+        """
         num = math.prod(self.value.shape[:self.batch_ndim])
         columns = self.value.shape[-1] if self.columns is None else self.columns
         return list(zip(np.broadcast_to(self.scale, num).tolist(),
@@ -51,25 +55,64 @@ class Orthogonal(struct.PyTreeNode, meta.AxisMetadata):
 
     @property
     def normal_size(self) -> int:
+        """How many normal numbers its kernels are drawn from: `in` times the drawn columns."""
         return self.value.shape[-2] * sum(columns for _, columns in self.matrices())
 
     def assemble(self, kernels: Sequence[jax.Array]) -> jax.Array:
         """The whole kernel `[*towers, in, out]` of one `[in, columns]` matrix per kernel (in
-        `matrices()`' order), each zero-padded to `out` columns."""
+        `matrices()`' order), each zero-padded to `out` columns.
+
+        Args:
+            kernels: one `[in, columns]` array per kernel.
+
+        Returns:
+            `[*towers, in, out]`, the box's `value` shape.
+        """
         cols = self.value.shape[-1]
         return jnp.stack([jnp.pad(kernel, ((0, 0), (0, cols - kernel.shape[1])))
                           for kernel in kernels]).reshape(self.value.shape)
 
     def unbox(self) -> jax.Array:
+        """flax's `AxisMetadata.unbox`: the kernel.
+
+        Returns:
+            `value`.
+        """
         return self.value
 
     def replace_boxed(self, val) -> "Orthogonal":
+        """flax's `AxisMetadata.replace_boxed`: the box around another value.
+
+        Args:
+            val: the new value.
+
+        Returns:
+            The new `Orthogonal`.
+        """
         return self.replace(value=val)
 
     def add_axis(self, index, params) -> "Orthogonal":
+        """flax's `AxisMetadata.add_axis`: nothing to record.
+
+        Args:
+            index: the axis added (unused).
+            params: the transform's params (unused).
+
+        Returns:
+            The box itself.
+        """
         return self
 
     def remove_axis(self, index, params) -> "Orthogonal":
+        """flax's `AxisMetadata.remove_axis`: nothing to record.
+
+        Args:
+            index: the axis removed (unused).
+            params: the transform's params (unused).
+
+        Returns:
+            The box itself.
+        """
         return self
 
 
@@ -90,7 +133,16 @@ def orthogonal(scale, batch_ndim: int = 0, columns=None) -> Callable:
     """A flax kernel initializer: orthogonal `[*towers, in, out]` kernels of gain `scale` (as for
     `Orthogonal`: `batch_ndim` leading axes of separate kernels, a gain and a number of drawn
     columns per kernel), each drawn by `jax.nn.initializers.orthogonal` from a key of its own.
-    Inside `init_params`' one-draw path it gives an `Orthogonal` box of zeros instead."""
+    Inside `init_params`' one-draw path it gives an `Orthogonal` box of zeros instead.
+
+    Args:
+        scale: the gain, or one per kernel.
+        batch_ndim: leading axes of separate kernels.
+        columns: the drawn columns, one count per kernel; None: all.
+
+    Returns:
+        `init(key, shape, dtype=float32)`, the kernel `[*towers, in, out]` (or its box).
+    """
 
     def init(key: jax.Array, shape, dtype=jnp.float32):
         box = Orthogonal(jnp.zeros(shape, dtype), scale, batch_ndim, columns)
@@ -106,7 +158,15 @@ def orthogonal(scale, batch_ndim: int = 0, columns=None) -> Callable:
 
 def orthogonal_from_normal(normal: jax.Array, scale: float) -> jax.Array:
     """`jax.nn.initializers.orthogonal(scale)` for an `[in, out]` kernel, of a given normal
-    sample of the kernel's size: the Q of a QR, its columns' signs those of R's diagonal."""
+    sample of the kernel's size: the Q of a QR, its columns' signs those of R's diagonal.
+
+    Args:
+        normal: standard normal `[in, out]`.
+        scale: the gain.
+
+    Returns:
+        `[in, out]`, orthonormal columns (rows when `in < out`) times `scale`.
+    """
     rows, cols = normal.shape
     q, r = jnp.linalg.qr(normal.reshape(max(rows, cols), min(rows, cols)))
     q = q * jnp.sign(jnp.diagonal(r))
@@ -119,7 +179,16 @@ def _is_box(x) -> bool:
 
 def kernel_normal_size(module: nn.Module, *example_args, one_draw: bool = False) -> int:
     """How many standard normal numbers `init_params` draws for `module`'s orthogonal kernels
-    (a static count, from the shapes alone); 0 on the plain path (`one_draw` as there)."""
+    (a static count, from the shapes alone); 0 on the plain path (`one_draw` as there).
+
+    Args:
+        module: the flax module.
+        *example_args: its example inputs, as `init_params` takes them.
+        one_draw: the one-draw path (`ExecutionPlan.one_draw_init`).
+
+    Returns:
+        The count.
+    """
     if not one_draw:
         return 0
     with _kernels_left_in_boxes():
@@ -141,6 +210,20 @@ def init_params(module: nn.Module, key: jax.Array, *example_args,
     1.2 s). Each QR runs unbatched: on several CPU devices a batched LAPACK QR waits for pool
     threads that are all busy (a hang seen with 2 forced devices on 2 cores). The plain path is
     `module.init` itself; it takes no `normal` (`kernel_normal_size` is 0 there).
+
+    Args:
+        module: the flax module.
+        key: a PRNG key.
+        *example_args: its example inputs.
+        normal: float32 `[kernel_normal_size(...)]` to fill the kernels from (one-draw path
+            only); None: drawn from `key`.
+        one_draw: take the one-draw path.
+
+    Returns:
+        The variables, `{"params": ...}` as `module.init` gives them.
+
+    Raises:
+        ValueError: a non-empty `normal` on the plain path.
     """
     if not one_draw:
         if normal is not None and normal.size:
@@ -172,7 +255,15 @@ def _draw_kernel(box: Orthogonal, normal: jax.Array) -> jax.Array:
 
 
 def dense(features: int, scale: float) -> nn.Dense:
-    """A dense layer of `features` outputs, its kernel orthogonal of gain `scale`, bias zero."""
+    """A dense layer of `features` outputs, its kernel orthogonal of gain `scale`, bias zero.
+
+    Args:
+        features: the outputs.
+        scale: the kernel's gain.
+
+    Returns:
+        The `nn.Dense`.
+    """
     return nn.Dense(features, kernel_init=orthogonal(scale), bias_init=nn.initializers.zeros)
 
 
@@ -203,7 +294,16 @@ class MLP(nn.Module):
     @nn.compact
     def __call__(self, x: jax.Array, tower: Optional[int] = None) -> jax.Array:
         """`tower`: run only that tower of a batched MLP, `[N, D] -> [N, hidden_sizes[-1]]`
-        (or the head's width)."""
+        (or the head's width).
+
+        Args:
+            x: `[N, D]`.
+            tower: the tower to run, or None for all of them.
+
+        Returns:
+            `[N, hidden_sizes[-1]]` with one tower; `[K, N, width]` for all K towers, width
+                `max(head_sizes)` with heads.
+        """
         act = ACTIVATION_FNS[self.activation]
         if self.num_towers == 1:
             for size in self.hidden_sizes:
@@ -236,7 +336,17 @@ class MLP(nn.Module):
 def conv_output_size(size: int, kernel_size: int, strides: int, padding: str) -> int:
     """A convolution's output length along one spatial axis of length `size`: SAME
     `ceil(size / strides)`; VALID `floor((size - kernel_size) / strides) + 1`, below 1 when
-    the input is smaller than the kernel."""
+    the input is smaller than the kernel.
+
+    Args:
+        size: the input's length.
+        kernel_size: the kernel's length.
+        strides: the stride.
+        padding: "SAME" or "VALID".
+
+    Returns:
+        The output's length.
+    """
     if padding == "SAME":
         return -(-size // strides)
     return (size - kernel_size) // strides + 1
@@ -248,6 +358,15 @@ def image_patches(x: jax.Array, kernel_size: int, strides: int, padding: str) ->
 
     Built from shifted slices, so a convolution becomes one matmul. SAME pads as
     `lax.conv_general_dilated` does (the odd padding row or column at the end).
+
+    Args:
+        x: `[N, H, W, C]`.
+        kernel_size: `k`.
+        strides: the stride along H and W.
+        padding: "SAME" or "VALID".
+
+    Returns:
+        `[N, H', W', k * k * C]`.
     """
     _, height, width, _ = x.shape
     out_h, out_w = (conv_output_size(size, kernel_size, strides, padding)

@@ -23,6 +23,12 @@ def batch_packer(example) -> Tuple[Callable[[Any], Packed], Callable[[Packed], A
     `[B, n]` array, keyed by dtype name (`int32_weak` for weakly typed int32 leaves); PRNG-key
     leaves are passed through as they are. `unpack(pack(tree))` is `tree`, bit for bit and
     type for type, for any batch size B (the example fixes only the trailing shapes).
+
+    Args:
+        example: a pytree (arrays or `jax.ShapeDtypeStruct`s), leaves `[B, ...]`.
+
+    Returns:
+        `(pack, unpack)`; `pack(tree) -> ({dtype name: [B, n]}, key leaves)`.
     """
     leaves, treedef = jax.tree.flatten(example)
     is_key = [jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key) for leaf in leaves]

@@ -15,7 +15,14 @@ DEVICE_AXIS = "devices"
 
 def make_mesh(num_devices: Optional[int] = None) -> Mesh:
     """A one-axis mesh over the first `num_devices` devices of all processes (default: all;
-    one process's are its local devices)."""
+    one process's are its local devices).
+
+    Args:
+        num_devices: how many devices; None (or 0): all of them.
+
+    Returns:
+        The `Mesh`, its axis `DEVICE_AXIS`.
+    """
     devices = jax.devices()[: num_devices or jax.device_count()]
     return Mesh(np.array(devices), (DEVICE_AXIS,), axis_types=(AxisType.Auto,))
 
@@ -23,7 +30,18 @@ def make_mesh(num_devices: Optional[int] = None) -> Mesh:
 def shard_over_devices(fn: Callable, *, mesh: Mesh, in_specs, out_specs,
                        collectives: bool = True) -> Callable:
     """`shard_map` of `fn` over `mesh`; on a single device, `fn` itself. Without `collectives`
-    (`fn` never communicates across devices) its values are not typed per device."""
+    (`fn` never communicates across devices) its values are not typed per device.
+
+    Args:
+        fn: the per-device function.
+        mesh: the device mesh (`make_mesh`).
+        in_specs: `shard_map`'s partition specs of the inputs.
+        out_specs: those of the outputs.
+        collectives: whether `fn` communicates over the device axis (checks varying values).
+
+    Returns:
+        The mapped function.
+    """
     if mesh.size == 1:
         return fn
     return jax.shard_map(fn, mesh=mesh, in_specs=in_specs, out_specs=out_specs,
@@ -35,6 +53,15 @@ def map_seeds(fn: Callable, num_seeds: int, in_axes=0) -> Callable:
 
     With one seed the function runs unbatched and its outputs gain the axis, so a
     `lax.cond` inside it stays a real branch instead of becoming a select.
+
+    Args:
+        fn: the per-seed function.
+        num_seeds: the seed axis's size `S`.
+        in_axes: as `jax.vmap` takes them: 0 (the seed axis) or None (shared) per argument.
+
+    Returns:
+        The function of inputs with the leading axis `[S, ...]` where mapped; outputs
+            `[S, ...]`.
     """
     if num_seeds > 1:
         return jax.vmap(fn, in_axes=in_axes)
@@ -50,7 +77,15 @@ def map_seeds(fn: Callable, num_seeds: int, in_axes=0) -> Callable:
 
 def pmean(tree, axis_name: Optional[str]):
     """The mean of `tree` over the devices of `axis_name` (None: `tree` itself), as one
-    all-reduce of the whole tree raveled into a vector."""
+    all-reduce of the whole tree raveled into a vector.
+
+    Args:
+        tree: a pytree of float arrays.
+        axis_name: the device axis, or None.
+
+    Returns:
+        `tree`'s structure and shapes.
+    """
     if axis_name is None:
         return tree
     flat, unravel = ravel_pytree(tree)
@@ -58,7 +93,15 @@ def pmean(tree, axis_name: Optional[str]):
 
 
 def psum(x, axis_name: Optional[str]):
-    """The sum of `x` over the devices of `axis_name` (None: `x` itself)."""
+    """The sum of `x` over the devices of `axis_name` (None: `x` itself).
+
+    Args:
+        x: an array or pytree.
+        axis_name: the device axis, or None.
+
+    Returns:
+        `x`'s structure and shapes.
+    """
     return x if axis_name is None else jax.lax.psum(x, axis_name)
 
 
@@ -66,7 +109,15 @@ def per_device(tree, axis_name: Optional[str]):
     """`tree` typed as per-device values (`shard_map`'s varying), as the envs' states must be
     to stay the carry of a scan, and as the parameters are made for the gradient (their
     gradient then stays per device, without an implicit all-reduce in the backward pass;
-    `pmean` averages it in one)."""
+    `pmean` averages it in one).
+
+    Args:
+        tree: a pytree of arrays.
+        axis_name: the device axis, or None.
+
+    Returns:
+        `tree`, each leaf varying over `axis_name`.
+    """
     if axis_name is None:
         return tree
 

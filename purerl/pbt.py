@@ -24,7 +24,15 @@ UNIT_INTERVAL = ("gamma", "gae_lambda")  # kept within [0, 1] when perturbed
 
 def generation_fitness(return_sum: np.ndarray, count: np.ndarray) -> np.ndarray:
     """Each member's mean episode return over a generation's updates, from `[M, K]` sums and
-    counts; -inf for a member that ended no episode (it ranks last)."""
+    counts; -inf for a member that ended no episode (it ranks last).
+
+    Args:
+        return_sum: summed episode returns `[M, K]` (K updates of the generation).
+        count: episodes ended `[M, K]`.
+
+    Returns:
+        float32 `[M]`.
+    """
     sums, counts = return_sum.sum(axis=1), count.sum(axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(counts > 0, sums / counts, -np.inf).astype(np.float32)
@@ -35,7 +43,17 @@ def make_pbt_step(config: Config) -> Callable[[RunnerState, jax.Array, jax.Array
     """`step(state, fitness [M], key) -> (state, source [M])`: one generation of exploit and
     explore over the members of `state` (leaves `[M, ...]`); member m now holds what member
     `source[m]` held (itself when it was not replaced), its evolving hyperparameters perturbed
-    when it was."""
+    when it was.
+
+    Args:
+        config: the run's config: `num_members`, `pbt.fraction`, `pbt.perturb` and the
+            hyperparameters that evolve (`PBTConfig.evolving`).
+
+    Returns:
+        `step`, pure and jittable: `fitness` float32 `[M]` (higher is better), `key` a typed
+            PRNG key, `source` int32 `[M]`. It copies params, optimizer state and observation
+            and return statistics; env states and keys stay each member's own.
+    """
     members = config.num_members
     replaced_count = int(config.pbt.fraction * members)
     names = config.pbt.evolving(config.sweep)
@@ -70,7 +88,20 @@ def make_pbt_step(config: Config) -> Callable[[RunnerState, jax.Array, jax.Array
 def generation_row(update: int, generation: int, fitness: np.ndarray, source: np.ndarray,
                    hparams: Dict[str, np.ndarray], names: List[str]) -> Dict:
     """pbt.jsonl's line of a generation: who copied whom and every member's evolving
-    hyperparameters after it."""
+    hyperparameters after it.
+
+    Args:
+        update: the update the generation ran after.
+        generation: the generation's number.
+        fitness: float `[M]`, each member's fitness (`generation_fitness`).
+        source: int `[M]`, the member each one copied (itself when kept).
+        hparams: each name's values `[M]` after the generation.
+        names: the evolving hyperparameters to write.
+
+    Returns:
+        The row: `update`, `generation`, `fitness` (null where not finite, `json_number`),
+            `copies` (`{"member", "from"}` of the replaced members only) and `hparams`.
+    """
     from purerl.logging.sinks import json_number
 
     copies = [{"member": m, "from": int(s)} for m, s in enumerate(source) if s != m]

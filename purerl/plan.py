@@ -53,7 +53,15 @@ PLAN_SETTINGS = ("auto", *PLANS)  # the `plan` setting's values
 
 def execution_plan(platform: Optional[str] = None, setting: str = "auto") -> ExecutionPlan:
     """The plan that the `plan` setting names: `setting` "plain" or "cpu", or "auto": the plan
-    for `platform` ("cpu", "gpu", "tpu"; default: JAX's default backend's)."""
+    for `platform` ("cpu", "gpu", "tpu"; default: JAX's default backend's).
+
+    Args:
+        platform: "cpu", "gpu" or "tpu"; None: JAX's default backend.
+        setting: the `plan` setting: "auto", "plain" or "cpu".
+
+    Returns:
+        The `ExecutionPlan`: `CPU` for "cpu" (or auto on CPU), else `PLAIN`.
+    """
     if setting != "auto":
         return PLANS[setting]
     if platform is None:
@@ -65,5 +73,12 @@ def execution_plan(platform: Optional[str] = None, setting: str = "auto") -> Exe
 
 def plan_name(plan: ExecutionPlan) -> str:
     """The name of `plan` as summary.json and a checkpoint's record give it: "plain", "cpu", or
-    "custom" for a plan given from Python with other paths."""
+    "custom" for a plan given from Python with other paths.
+
+    Args:
+        plan: the execution plan.
+
+    Returns:
+        The name.
+    """
     return next((name for name, known in PLANS.items() if known == plan), "custom")

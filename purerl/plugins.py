@@ -19,7 +19,7 @@ def load_callable(setting: str, name: str) -> Callable:
 
     Returns:
         The attribute. Raises ConfigError when the module does not import or has no such
-        callable.
+            callable.
     """
     module_name, _, attr = name.partition(":")
     try:

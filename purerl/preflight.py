@@ -33,7 +33,11 @@ from purerl.validation import check_devices, validate
 
 
 def presets() -> List[str]:
-    """The names of the env presets (`conf/env/*.yaml`)."""
+    """The names of the env presets (`conf/env/*.yaml`).
+
+    Returns:
+        The preset names, sorted.
+    """
     return [name for name, _ in preset_descriptions("env")]
 
 
@@ -92,6 +96,14 @@ def _check_hydra_plugins(overrides) -> None:
 
 
 def installed(module: str) -> bool:
+    """Whether `module` can be imported, without importing it.
+
+    Args:
+        module: a dotted module name.
+
+    Returns:
+        True when it is found (False when its parent package is missing too).
+    """
     try:
         return importlib.util.find_spec(module) is not None
     except ModuleNotFoundError:  # its parent package is missing
@@ -150,7 +162,19 @@ def _dotted_keys(node, prefix: str = "") -> List[str]:
 
 def load_config(cfg: DictConfig, num_devices: Optional[int] = None) -> Config:
     """The validated `Config` of a composed Hydra config; `num_devices=None` leaves out the
-    checks that need the device count (see `validate`)."""
+    checks that need the device count (see `validate`).
+
+    Args:
+        cfg: the composed config.
+        num_devices: the devices the run will see, or None.
+
+    Returns:
+        The `Config`.
+
+    Raises:
+        ConfigError: an unknown key (other than `hydra.*` and `env.params.*`), a value of the
+            wrong type, or a setting `validate` refuses.
+    """
     known = set(_schema_keys())
     for key in _dotted_keys(cfg):
         if key not in known and not key.startswith(("hydra.", "env.params.")):
@@ -164,7 +188,14 @@ def load_config(cfg: DictConfig, num_devices: Optional[int] = None) -> Config:
 
 def normalize_argv(argv: List[str]) -> List[str]:
     """`env.params.<field>=v` becomes `++env.params.<field>=v`: the fields are the env's, so
-    they cannot be in the schema, and `++` adds or overrides them."""
+    they cannot be in the schema, and `++` adds or overrides them.
+
+    Args:
+        argv: the command line's overrides.
+
+    Returns:
+        The overrides, the `env.params.*` ones prefixed.
+    """
     return [f"++{a}" if a.startswith("env.params.") else a for a in argv]
 
 
@@ -258,7 +289,14 @@ def preflight(argv: List[str]) -> None:
 
     Every setting is checked before JAX is imported; then JAX's compile cache is set up and the
     checks that need JAX follow: the device count, the environments (gymnax) and the
-    `pkg.module:name` settings (networks, loss terms, an algorithm, events)."""
+    `pkg.module:name` settings (networks, loss terms, an algorithm, events).
+
+    Arguments starting with "-" other than `-m` / `--multirun` (`--help`, `--cfg`, ...) leave
+    everything to Hydra: nothing is checked.
+
+    Args:
+        argv: the command line's arguments after `python -m purerl.train`.
+    """
     if any(a.startswith("-") and a not in ("-m", "--multirun") for a in argv):
         return  # --help, --cfg, --info ...: Hydra's own business
     overrides = _parse_overrides(argv)

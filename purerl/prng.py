@@ -17,7 +17,14 @@ import numpy as np
 
 
 def key_words(impl: str) -> int:
-    """The number of uint32 words of a key of PRNG `impl`."""
+    """The number of uint32 words of a key of PRNG `impl`.
+
+    Args:
+        impl: a PRNG implementation's name, e.g. "threefry2x32", "unsafe_rbg".
+
+    Returns:
+        2 for threefry2x32, 4 for rbg and unsafe_rbg.
+    """
     return jax.random.key_data(jax.random.key(0, impl=impl)).shape[-1]
 
 
@@ -27,6 +34,13 @@ def convert_key(key: jax.Array, impl: str) -> jax.Array:
     No bits are drawn. A seed's key keeps its seed: JAX's threefry2x32 key of seed s is the
     words `[0, s]` and its rbg key `[0, s, 0, s]`, so `jax.random.key(s)` converts to
     `jax.random.key(s, impl="unsafe_rbg")` and back.
+
+    Args:
+        key: typed PRNG keys `[...]`.
+        impl: the PRNG implementation to convert to.
+
+    Returns:
+        Typed keys `[...]` of `impl`; `key` itself when it is of `impl` already.
     """
     if str(jax.random.key_impl(key)) == impl:
         return key
@@ -39,7 +53,15 @@ def convert_key(key: jax.Array, impl: str) -> jax.Array:
 
 def draw_bits(key: jax.Array, *shapes: Tuple[int, ...]) -> List[jax.Array]:
     """uint32 bits of each of `shapes`, all from one draw of `key`'s bits, where a draw per
-    shape would be a random-bit generator each."""
+    shape would be a random-bit generator each.
+
+    Args:
+        key: a typed PRNG key.
+        *shapes: the shapes to fill.
+
+    Returns:
+        uint32 arrays, one of each shape, in order.
+    """
     sizes = [math.prod(shape) for shape in shapes]
     bits = jax.random.bits(key, (sum(sizes),), jnp.uint32)
     starts = np.cumsum([0, *sizes])
@@ -48,14 +70,31 @@ def draw_bits(key: jax.Array, *shapes: Tuple[int, ...]) -> List[jax.Array]:
 
 
 def keys_from_bits(bits: jax.Array, impl: str) -> jax.Array:
-    """Keys `[...]` of PRNG `impl` made of the words `bits [..., key_words(impl)]`."""
+    """Keys `[...]` of PRNG `impl` made of the words `bits [..., key_words(impl)]`.
+
+    Args:
+        bits: uint32 `[..., key_words(impl)]`.
+        impl: the PRNG implementation.
+
+    Returns:
+        Typed keys `[...]`.
+    """
     return jax.random.wrap_key_data(bits, impl=impl)
 
 
 def uniform_from_bits(bits: jax.Array, minval: float = 0.0, maxval: float = 1.0) -> jax.Array:
     """float32 uniform in `[minval, maxval)` of the same shape as the uint32 `bits`, made the
     way `jax.random.uniform` makes them: the same numbers as it gives for a key whose
-    `jax.random.bits` are `bits`."""
+    `jax.random.bits` are `bits`.
+
+    Args:
+        bits: uint32, any shape.
+        minval: the lower bound.
+        maxval: the upper bound.
+
+    Returns:
+        float32, `bits`' shape.
+    """
     mantissa = jax.lax.shift_right_logical(bits, jnp.uint32(32 - 23))
     one = jnp.uint32(np.float32(1.0).view(np.uint32))
     floats = jax.lax.bitcast_convert_type(mantissa | one, jnp.float32) - 1.0
@@ -63,12 +102,26 @@ def uniform_from_bits(bits: jax.Array, minval: float = 0.0, maxval: float = 1.0)
 
 
 def gumbel_from_bits(bits: jax.Array) -> jax.Array:
-    """Standard Gumbel noise from uint32 `bits`, as `jax.random.gumbel` makes it."""
+    """Standard Gumbel noise from uint32 `bits`, as `jax.random.gumbel` makes it.
+
+    Args:
+        bits: uint32, any shape.
+
+    Returns:
+        float32, `bits`' shape.
+    """
     return -jnp.log(-jnp.log(uniform_from_bits(bits, np.finfo(np.float32).tiny, 1.0)))
 
 
 def normal_from_bits(bits: jax.Array) -> jax.Array:
-    """Standard normal noise from uint32 `bits`, as `jax.random.normal` makes it."""
+    """Standard normal noise from uint32 `bits`, as `jax.random.normal` makes it.
+
+    Args:
+        bits: uint32, any shape.
+
+    Returns:
+        float32, `bits`' shape.
+    """
     low = np.nextafter(np.float32(-1.0), np.float32(0.0))
     return np.float32(np.sqrt(2)) * jax.lax.erf_inv(uniform_from_bits(bits, low, 1.0))
 
@@ -90,7 +143,21 @@ SHUFFLE_ROUNDS = 6
 
 def permutation_bits_shape(num: int, size: int, impl: str, packed_bits: int = 0,
                            index_shuffle: bool = False) -> Tuple[int, ...]:
-    """The shape of the uint32 bits that `permutations_from_bits` makes `[num, size]` from."""
+    """The shape of the uint32 bits that `permutations_from_bits` makes `[num, size]` from.
+
+    Args:
+        num: the permutations (rows).
+        size: each permutation's length.
+        impl: the PRNG implementation of a key per row.
+        packed_bits: the most index bits a packed sort takes (`ExecutionPlan.packed_sort_bits`);
+            0: none.
+        index_shuffle: shuffle larger sizes with `feistel_permutation`
+            (`ExecutionPlan.index_shuffle`).
+
+    Returns:
+        `(num, size)` for a packed sort, `(num, SHUFFLE_ROUNDS)` for round keys, else
+            `(num, key_words(impl))`.
+    """
     if _packs_sort(size, packed_bits):
         return (num, size)
     if index_shuffle:
@@ -113,6 +180,16 @@ def permutations_from_bits(bits: jax.Array, size: int, impl: str, packed_bits: i
     ends (at 2^17 indices about 4 per end), and the order within a minibatch changes no mean.
     Larger sizes take `feistel_permutation` of each row's round keys with `index_shuffle`
     (`ExecutionPlan.index_shuffle`: no sort), else `jax.random.permutation` of a key per row.
+
+    Args:
+        bits: uint32 of `permutation_bits_shape(num, size, ...)`.
+        size: each permutation's length.
+        impl: the PRNG implementation of a key per row.
+        packed_bits: as `permutation_bits_shape` takes it.
+        index_shuffle: as `permutation_bits_shape` takes it.
+
+    Returns:
+        int32 `[num, size]`.
     """
     if _packs_sort(size, packed_bits):
         index_bits = _index_bits(size)
@@ -148,6 +225,13 @@ def feistel_permutation(round_keys: jax.Array, size: int) -> jax.Array:
     lands, about `k` times just above a power of 2, never at one. Where a sort costs
     `O(size log size)` comparator calls, this is a few dozen integer ops per index and pass
     (`benchmarks/shuffles.py`).
+
+    Args:
+        round_keys: uint32 `[SHUFFLE_ROUNDS]`.
+        size: the permutation's length, at least 1.
+
+    Returns:
+        int32 `[size]`.
     """
     index_bits = _index_bits(size)
     low_bits = (index_bits + 1) // 2
@@ -176,7 +260,18 @@ def draw_bits_per_device(key: jax.Array, shared: Sequence[Tuple[int, ...]],
                          axis_name: Optional[str]) -> Tuple[List[jax.Array], List[jax.Array]]:
     """uint32 bits of each of the `shared` shapes, the same on every device of `axis_name`, and
     of each of the `per_device` shapes, each device its own: one draw on one device (None), two
-    and a fold-in of the device index on several. A key of shape `s` is bits `(*s, words)`."""
+    and a fold-in of the device index on several. A key of shape `s` is bits `(*s, words)`.
+
+    Args:
+        key: a typed PRNG key, the same on every device.
+        shared: the shapes whose bits every device shares.
+        per_device: the shapes whose bits differ by device.
+        impl: `key`'s PRNG implementation.
+        axis_name: the device axis; None on one device.
+
+    Returns:
+        `(shared_bits, per_device_bits)`, lists of uint32 arrays of those shapes.
+    """
     if axis_name is None:
         bits = draw_bits(key, *shared, *per_device)
         return bits[:len(shared)], bits[len(shared):]

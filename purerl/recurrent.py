@@ -53,7 +53,15 @@ class Cells(nn.Module):
     @nn.compact
     def __call__(self, features: jax.Array, towers: slice = slice(None)):
         """`(projected [K', N, G*H], CellWeights)` of the `towers` (K' of them) for their
-        `features [K', N, D]`."""
+        `features [K', N, D]`.
+
+        Args:
+            features: `[K', N, D]`, the towers' torso features.
+            towers: the cells to run, a slice of the `num_towers`.
+
+        Returns:
+            `(projected, CellWeights)`: `G` is 3 for a GRU, 4 for an LSTM, `H` = `size`.
+        """
         gates, size, num = _GATES[self.kind], self.size, self.num_towers
         kernel = self.param("input_kernel", orthogonal(1.0, batch_ndim=1),
                             (num, features.shape[-1], gates * size))
@@ -73,7 +81,17 @@ def cell_step(kind: str, weights: CellWeights, state: jax.Array,
               projected: jax.Array) -> Tuple[jax.Array, jax.Array]:
     """One step of `K` cells: `state [K, N, S]` (GRU: h; LSTM: c then h) and the inputs'
     projections `[K, N, G*H]` -> (new state `[K, N, S]`, output h `[K, N, H]`). A pure function
-    of arrays."""
+    of arrays.
+
+    Args:
+        kind: "gru" or "lstm".
+        weights: the cells' recurrence (`Cells`'s), `recurrent_kernel` `[K, H, G*H]`.
+        state: `[K, N, S]`, S = H (GRU) or 2H (LSTM).
+        projected: the inputs' projections `[K, N, G*H]`.
+
+    Returns:
+        `(state [K, N, S], h [K, N, H])`.
+    """
     size = weights.recurrent_kernel.shape[-2]
     if kind == "gru":  # gates r, z, candidate n (as flax's and PyTorch's GRU)
         recurrent = state @ weights.recurrent_kernel
@@ -108,18 +126,28 @@ class RecurrentActorCritic(ActorCriticBase):
 
     @property
     def num_cells(self) -> int:
+        """1 with a shared trunk, else 2 (the value's cell of its own)."""
         return 1 if self.shared else 2
 
     @property
     def state_size(self) -> int:
+        """One cell's state `S`: `rnn_size` (GRU), twice it (LSTM: c and h)."""
         return _STATES[self.cell] * self.rnn_size
 
     @property
     def carry_size(self) -> int:
+        """The carry's width `C`: `num_cells * state_size`."""
         return self.num_cells * self.state_size
 
     def initial_carry(self, batch: Tuple[int, ...]) -> jax.Array:
-        """The carry at an episode's start: zeros `[*batch, carry_size]`."""
+        """The carry at an episode's start: zeros `[*batch, carry_size]`.
+
+        Args:
+            batch: the leading shape, e.g. `(B,)`.
+
+        Returns:
+            float32 zeros `[*batch, carry_size]`.
+        """
         return jnp.zeros((*batch, self.carry_size), jnp.float32)
 
     @property
@@ -128,6 +156,7 @@ class RecurrentActorCritic(ActorCriticBase):
         return not (self.shared or self.conv_channels or self.vocab_size)
 
     def setup(self):
+        """flax's setup: the torsos, the cells and the heads."""
         if self._batched_torso:
             self.torsos = MLP(self.hidden_sizes, self.activation, num_towers=2)
         else:
@@ -180,7 +209,17 @@ class RecurrentActorCritic(ActorCriticBase):
         return carry, *outputs
 
     def unroll(self, carry: jax.Array, obs: jax.Array, first: jax.Array):
-        """`T` steps: (carry `[B, C]`, policy output `[T, B, ...]`, value `[T, B]`)."""
+        """`T` steps: (carry `[B, C]`, policy output `[T, B, ...]`, value `[T, B]`).
+
+        Args:
+            carry: `[B, C]` before the first step.
+            obs: the network's inputs `[T, B, *obs_shape]`.
+            first: bool `[T, B]`: the step starts an episode (the carry is zeroed before it).
+
+        Returns:
+            `(carry [B, C], policy_out [T, B, num_outputs], value [T, B])`; a Gaussian's
+                policy output is `(mean, log_std)`.
+        """
         carry, head, value = self._recur(carry, obs, first)
         return carry, self._policy_out(head, first.shape), value
 
@@ -190,5 +229,14 @@ class RecurrentActorCritic(ActorCriticBase):
 
     def value(self, carry: jax.Array, obs: jax.Array, first: jax.Array) -> jax.Array:
         """V of one step's observations `[B, ...]` after `carry` -> `[B]` (the value cell
-        alone: the policy's cell too with a shared trunk)."""
+        alone: the policy's cell too with a shared trunk).
+
+        Args:
+            carry: `[B, C]`.
+            obs: `[B, *obs_shape]`.
+            first: bool `[B]`.
+
+        Returns:
+            float32 `[B]`.
+        """
         return self._recur(carry, obs[None], first[None], policy=False)[2][0]

@@ -69,6 +69,12 @@ def parse_args(argv: Sequence[str]) -> ReportArgs:
     """The command line's arguments: DIRs, and `key=value` for the other fields of
     `ReportArgs`; checks all but what needs the runs.
 
+    Args:
+        argv: the arguments after `python -m purerl.report`.
+
+    Returns:
+        The `ReportArgs`, `metric` spelt as metrics.jsonl keys it.
+
     Raises:
         ConfigError: an unknown argument or setting key, a bad value, no DIR.
     """
@@ -114,6 +120,9 @@ def _eval_metric(metric: str) -> str:
 
 def make_report(args: ReportArgs) -> Dict:
     """Reads the runs, computes the statistics and writes the report's files to `args.out`.
+
+    Args:
+        args: the report's arguments (`parse_args`).
 
     Returns:
         report.json's content.

@@ -52,6 +52,9 @@ def score_ranges(normalize: str, envs: List[str]) -> Optional[Dict[str, Dict[str
         normalize: auto, presets, none, or a YAML file of ranges.
         envs: the envs of the runs.
 
+    Returns:
+        The ranges of `envs`, or None (`normalize` none, or auto with one env).
+
     Raises:
         ConfigError: raw returns of several envs; an env without a range; a bad file.
     """
@@ -170,7 +173,15 @@ def _score(sample: Sample, metric: str, ranges: Optional[Dict]) -> float:
 
 def normalized(value, score_range: Dict[str, float]):
     """`(value - random) / (target - random)`: 0 at a uniform-random policy's return, 1 at
-    the target."""
+    the target.
+
+    Args:
+        value: a return, a float or an array of any shape.
+        score_range: the env's `{"random": R, "target": T}`.
+
+    Returns:
+        The normalized score, `value`'s shape.
+    """
     return (value - score_range["random"]) / (score_range["target"] - score_range["random"])
 
 

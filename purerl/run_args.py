@@ -55,7 +55,13 @@ def parse_run_args(argv: List[str], schema: Type[Args]) -> Args:
 def run_command(doc: str, parse: Callable[[List[str]], Args],
                 command: Callable[[Args], object]) -> None:
     """A command line's `main`: `-h` or `--help` prints `doc`; else `command(parse(argv))`,
-    a ConfigError one line on stderr and exit code 2, a WriteError one line and exit code 1."""
+    a ConfigError one line on stderr and exit code 2, a WriteError one line and exit code 1.
+
+    Args:
+        doc: the command's help text (its module's docstring).
+        parse: the arguments' parser (`parse_args` of the command's module).
+        command: what the command does with the parsed arguments.
+    """
     if any(arg in ("-h", "--help") for arg in sys.argv[1:]):
         print(doc.strip())
         return

@@ -31,7 +31,17 @@ def lock_run_dir(run_dir: Path) -> Iterator[None]:
     `.purerl.lock`, which the OS releases when the process ends however it ends. Raises
     ConfigError in every process, naming the holder's process id and host, when another
     run holds it. Process 0 holds it for the processes of a multi-process run (a
-    collective)."""
+    collective).
+
+    Args:
+        run_dir: the run directory.
+
+    Yields:
+        None, while the lock is held.
+
+    Raises:
+        ConfigError: another run holds the directory.
+    """
     from purerl.distributed import each_process, writes_files
 
     handle, holder = None, ""
@@ -65,7 +75,23 @@ def resume_point(config: Config, run_dir: Path, checkpoints, num_devices: int,
                  plan: str) -> Optional[int]:
     """The update to resume from (None for a new run) on `num_devices` devices with the plan
     named `plan`, after checking that the run directory fits the request (`resume`: false,
-    true or auto); raises ConfigError."""
+    true or auto); raises ConfigError.
+
+    Args:
+        config: the run's config (`resume`).
+        run_dir: the run directory.
+        checkpoints: its `Checkpoints`.
+        num_devices: the devices this run runs on.
+        plan: the execution plan's name (`plan_name`).
+
+    Returns:
+        The update of the newest intact checkpoint, or None.
+
+    Raises:
+        ConfigError: `resume=false` with checkpoints there, `resume=true` without, files that
+            are no run's, no intact checkpoint, or a config that does not continue the saved
+            run (`purerl.restoring.check_resumable`).
+    """
     from purerl.restoring import check_resumable
 
     latest = checkpoints.latest()
@@ -113,7 +139,20 @@ def params_from(run_dir: Path, like, init_member: Optional[int] = None):
     """The network params (host arrays `[M, ...]`) of another run's final checkpoint: member
     `init_member`'s for every member (default: a sweep's best member; else each seed its own,
     or the one seed's for all), shape-checked against `like`, this run's abstract params;
-    raises ConfigError."""
+    raises ConfigError.
+
+    Args:
+        run_dir: the other run's directory (`init_from`).
+        like: this run's params, leaves `[M, ...]` (arrays or shape structs).
+        init_member: the member to take (`init_member`), or None.
+
+    Returns:
+        numpy params in `like`'s structure, leaves `[M, ...]` (broadcast from one member).
+
+    Raises:
+        ConfigError: no intact checkpoint, `init_member` out of range, a member count that
+            is neither 1 nor M, or params of other shapes.
+    """
     import jax
     import numpy as np
 

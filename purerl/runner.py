@@ -79,7 +79,7 @@ def load_events(names: Sequence[str]) -> List[Event]:
 
     Returns:
         The events, in order. Raises ConfigError when one does not import, cannot be made
-        without arguments, or is not an `Event`.
+            without arguments, or is not an `Event`.
     """
     from purerl.config import ConfigError
     from purerl.plugins import load_callable

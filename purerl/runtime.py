@@ -42,7 +42,11 @@ def compile_cache_dir(setting: Optional[str],
 def use_compile_cache(setting: Optional[str]) -> None:
     """Points JAX's persistent compilation cache at `compile_cache_dir(setting)` (or turns it
     off), caching every program however small or quick to compile. Call it before JAX compiles
-    anything: JAX opens the cache at its first compile and keeps it."""
+    anything: JAX opens the cache at its first compile and keeps it.
+
+    Args:
+        setting: the `compile_cache` setting, as `compile_cache_dir` takes it.
+    """
     import jax
 
     directory = compile_cache_dir(setting)
@@ -57,7 +61,14 @@ def split_members_over_cores(configs: List[Config]) -> None:
     them (`cpu_devices`): XLA_FLAGS's forced host device count, which JAX reads when it makes its
     CPU client (other backends are not touched). Nothing when XLA_FLAGS forces a count already,
     in a multi-host run (each process has its own devices), or once JAX is imported; raises
-    ConfigError when the jobs of a sweep ask for different counts."""
+    ConfigError when the jobs of a sweep ask for different counts.
+
+    Args:
+        configs: the jobs' configs (`cpu_devices`, `num_members`, `distributed`).
+
+    Raises:
+        ConfigError: the jobs' `cpu_devices` differ.
+    """
     settings = sorted({c.cpu_devices for c in configs})
     if len(settings) > 1:
         raise ConfigError(f"cpu_devices={','.join(map(str, settings))}: the jobs of a sweep run "
@@ -72,7 +83,11 @@ def split_members_over_cores(configs: List[Config]) -> None:
 
 def join_processes(config: Config) -> None:
     """Joins the run's other processes (`distributed.enabled`) before any device is touched;
-    all but process 0 log errors only."""
+    all but process 0 log errors only.
+
+    Args:
+        config: the run's config (`distributed`).
+    """
     import jax
 
     from purerl.distributed import initialize
@@ -84,7 +99,14 @@ def join_processes(config: Config) -> None:
 
 def check_same_run_dir(run_dir: Path) -> None:
     """The processes of a run write one run directory: raises ConfigError in every process
-    when one process's differs from process 0's (a collective)."""
+    when one process's differs from process 0's (a collective).
+
+    Args:
+        run_dir: this process's run directory.
+
+    Raises:
+        ConfigError: another process's differs.
+    """
     from purerl.distributed import each_process
 
     dirs = each_process(str(run_dir.resolve()))

@@ -56,6 +56,15 @@ PPO_HYPERPARAMS = tuple(name for name in HyperParams._fields if name != "extra")
 
 
 def hyperparams_from_config(config: Config) -> HyperParams:
+    """The config's `ppo` hyperparameters, unscheduled, for one member.
+
+    Args:
+        config: the run's config.
+
+    Returns:
+        `HyperParams`, each a float32 `[]` array; `target_kl` +inf when it is null, `extra`
+            None.
+    """
     ppo = config.ppo
     target_kl = math.inf if ppo.target_kl is None else ppo.target_kl
     values = {name: getattr(ppo, name) for name in PPO_HYPERPARAMS if name != "target_kl"}
@@ -66,7 +75,15 @@ def hyperparams_from_config(config: Config) -> HyperParams:
 def program_settings(config: Config) -> Config:
     """`config` without what only the programs' arguments carry: the seed (the key) and the
     base hyperparameters' values (`HyperParams`), zeroed; target-KL stopping stays on or off.
-    Two configs with equal program settings build the same programs."""
+    Two configs with equal program settings build the same programs.
+
+    Args:
+        config: the run's config.
+
+    Returns:
+        The config with `seed` 0 and `ppo`'s `HyperParams` values 0.0 (`target_kl` 0.0 or
+            None).
+    """
     values = {name: 0.0 for name in PPO_HYPERPARAMS}
     values["target_kl"] = None if config.ppo.target_kl is None else 0.0
     return replace(config, seed=0, ppo=replace(config.ppo, **values))
@@ -75,7 +92,14 @@ def program_settings(config: Config) -> Config:
 def member_hyperparams(config: Config) -> HyperParams:
     """Every member's base hyperparameters, leaves `[M]` (M = config.num_members): the config's
     values, with the swept ones taken from each member's grid point (member m is grid point
-    m // num_seeds)."""
+    m // num_seeds).
+
+    Args:
+        config: the run's config, with its `sweep` grid.
+
+    Returns:
+        `HyperParams`, each float32 `[M]`; `extra` None.
+    """
     base = hyperparams_from_config(config)
     grid = config.sweep.grid()
     columns = {name: jnp.repeat(jnp.asarray([point[name] for point in grid], jnp.float32),
@@ -86,7 +110,19 @@ def member_hyperparams(config: Config) -> HyperParams:
 
 
 def schedule_factor(schedule: ScheduleConfig, progress: jax.Array) -> jax.Array:
-    """The multiplier of `schedule` at `progress` in [0, 1] (a float32 scalar array)."""
+    """The multiplier of `schedule` at `progress` in [0, 1] (a float32 scalar array).
+
+    Args:
+        schedule: the schedule: constant, piecewise (`boundaries`, `values`), or linear,
+            cosine or exponential from 1 to `end` over the first `fraction` of the run.
+        progress: float32 `[]`, the update over `num_updates`.
+
+    Returns:
+        float32 `[]`.
+
+    Raises:
+        ValueError: `schedule.kind` is none of those.
+    """
     if schedule.kind == "constant":
         return jnp.float32(1.0)
     if schedule.kind == "piecewise":
@@ -108,7 +144,16 @@ def make_schedules(schedules: Mapping[str, ScheduleConfig], num_updates: int
                    ) -> Callable[[HyperParams, jax.Array], HyperParams]:
     """`scheduled(base, update) -> HyperParams`: `base` with each hyperparameter named in
     `schedules` (`Config.schedules()`) moved to its value at update `update` (an int32 scalar)
-    of `num_updates`."""
+    of `num_updates`.
+
+    Args:
+        schedules: the scheduled hyperparameters' schedules by name.
+        num_updates: the run's updates, progress 1.
+
+    Returns:
+        `scheduled(base, update)`, jittable: `base` a `HyperParams` of one member (leaves
+            `[]`), `update` int32 `[]`.
+    """
 
     def scheduled(base: HyperParams, update: jax.Array) -> HyperParams:
         progress = update.astype(jnp.float32) / num_updates

@@ -37,7 +37,11 @@ class Setting(NamedTuple):
 
 def config_dir() -> Path:
     """The `conf/` beside this package: inside it in a wheel (`purerl/conf`), at the
-    repository's top level in a source checkout."""
+    repository's top level in a source checkout.
+
+    Returns:
+        The directory's `Path`.
+    """
     package = Path(__file__).resolve().parent
     installed = package / "conf"
     return installed if (installed / "config.yaml").is_file() else package.parent / "conf"
@@ -51,7 +55,7 @@ def preset_descriptions(group: str = "env") -> List[Tuple[str, str]]:
 
     Returns:
       (name, description) per file of `conf/<group>/`, sorted by name; the description is the
-      first comment line of the file up to its first colon (for an env, its id).
+        first comment line of the file up to its first colon (for an env, its id).
     """
     out = []
     for path in sorted((config_dir() / group).glob("*.yaml")):
@@ -201,7 +205,11 @@ def settings_reference() -> List[Setting]:
 
 
 def group_comments() -> dict:
-    """The comment above each group of `conf/config.yaml` (e.g. sweep, pbt), by group."""
+    """The comment above each group of `conf/config.yaml` (e.g. sweep, pbt), by group.
+
+    Returns:
+        `{group: comment}` of the groups that have one.
+    """
     comments = _comments((config_dir() / "config.yaml").read_text().splitlines())
     groups = {f.name for f in fields(Config) if is_dataclass(typing.get_type_hints(Config)[f.name])}
     return {g: comments[g] for g in groups if g in comments}

@@ -17,13 +17,27 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)
 
 def status_of(signum: int) -> str:
     """summary.json's `status` of a run stopped by `signum`: "interrupted" after Ctrl-C,
-    "preempted" after SIGTERM or SIGUSR1."""
+    "preempted" after SIGTERM or SIGUSR1.
+
+    Args:
+        signum: the signal's number.
+
+    Returns:
+        "interrupted" or "preempted".
+    """
     return "interrupted" if signum == signal.SIGINT else "preempted"
 
 
 def exit_code_of(signum: int) -> int:
     """The command's exit code after a run stopped by `signum`: 128 + its number, as a
-    shell reports a process the signal ended (130 SIGINT, 143 SIGTERM, 138 SIGUSR1)."""
+    shell reports a process the signal ended (130 SIGINT, 143 SIGTERM, 138 SIGUSR1).
+
+    Args:
+        signum: the signal's number.
+
+    Returns:
+        `128 + signum`.
+    """
     return 128 + int(signum)
 
 

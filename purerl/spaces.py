@@ -32,9 +32,25 @@ class MultiDiscrete(spaces.Space):
         return f"MultiDiscrete({list(self.nvec)})"
 
     def sample(self, key: jax.Array) -> jax.Array:
+        """A uniformly random action.
+
+        Args:
+            key: a PRNG key.
+
+        Returns:
+            int32 `[k]`, each control's choice in `[0, nvec[i])`.
+        """
         return jax.random.randint(key, self.shape, 0, jnp.asarray(self.nvec), dtype=jnp.int32)
 
     def contains(self, x: jax.Array) -> jax.Array:
+        """Whether `x` is an action of this space.
+
+        Args:
+            x: integers `[k]`.
+
+        Returns:
+            bool `[]`.
+        """
         x = jnp.asarray(x)
         return jnp.all((x >= 0) & (x < jnp.asarray(self.nvec)))
 
@@ -68,7 +84,14 @@ class ActionSpec(NamedTuple):
 
     def to_env(self, action: jax.Array):
         """A flat action (`[..., num_controls]`) as the env takes it: clipped to a Box's bounds
-        and reshaped, the scalar of a Discrete, or a tuple for a Tuple space."""
+        and reshaped, the scalar of a Discrete, or a tuple for a Tuple space.
+
+        Args:
+            action: `[..., num_controls]`, as `ActionDistribution.sample` gives it.
+
+        Returns:
+            `[..., *shape]`, or a tuple of `num_controls` arrays `[...]` for a Tuple space.
+        """
         batch = action.shape[:-1]
         if self.kind == "gaussian":
             low = jnp.asarray(self.low, jnp.float32)
@@ -84,6 +107,16 @@ def analyze_action_space(space: spaces.Space) -> ActionSpec:
 
     As in trax, a MultiDiscrete space with equal choices per control gives
     (controls, choices) = (len(nvec), nvec[0]). Anything else raises UnsupportedSpaceError.
+
+    Args:
+        space: the env's action space (gymnax's, or `MultiDiscrete`).
+
+    Returns:
+        The `ActionSpec`.
+
+    Raises:
+        UnsupportedSpaceError: another space, a control with no choices, or a Box with
+            infinite bounds.
     """
     if isinstance(space, spaces.Discrete):
         _check_choices(space, [space.n])

@@ -13,7 +13,14 @@ def run_summary(run: Run) -> Dict:
     """summary.json of the run (`sps`: env steps of all members per second of training; last,
     `config`: the settings that shape its result, `config.result_settings`); a sweep's has its
     members, grid points (`combinations`) and `best` too, a stopped run's `stopped_by`, a
-    failed one's `error`."""
+    failed one's `error`.
+
+    Args:
+        run: the run at its end.
+
+    Returns:
+        The summary, JSON-serializable; `final_return_per_seed` has one entry per member.
+    """
     import jax
     import numpy as np
 

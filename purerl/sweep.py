@@ -16,24 +16,55 @@ from purerl.logging.sinks import json_number, member_means
 
 
 def is_sweep(config: Config) -> bool:
-    """Whether `config` sweeps hyperparameters (`sweep.*` given)."""
+    """Whether `config` sweeps hyperparameters (`sweep.*` given).
+
+    Args:
+        config: the run's config.
+
+    Returns:
+        True when a `sweep.*` list is given.
+    """
     return bool(config.sweep.swept())
 
 
 def per_point_rows(return_sum: np.ndarray, count: np.ndarray, num_seeds: int) -> List[Dict]:
     """Each update's `episode_return_per_point`, pooled over the grid point's seeds, from
-    `[M, K]` episode return sums and counts; None where no episode ended."""
+    `[M, K]` episode return sums and counts; None where no episode ended.
+
+    Args:
+        return_sum: summed episode returns `[M, K]` (K updates), M = grid points x num_seeds.
+        count: episodes ended `[M, K]`.
+        num_seeds: the seeds per grid point.
+
+    Returns:
+        K rows `{"episode_return_per_point": [G floats or None]}`, G grid points.
+    """
     points = lambda x: x.reshape(len(x) // num_seeds, num_seeds, -1).sum(axis=1)  # noqa: E731
     return [{"episode_return_per_point": g}
             for g in member_means(points(return_sum), points(count))]
 
 
 def point_label(point: Dict[str, float]) -> str:
-    """A grid point in short, e.g. 'lr=0.001 ent_coef=0.01' ('all members' without a sweep)."""
+    """A grid point in short, e.g. 'lr=0.001 ent_coef=0.01' ('all members' without a sweep).
+
+    Args:
+        point: `{name: value}`, as `SweepConfig.grid` gives it.
+
+    Returns:
+        The label.
+    """
     return " ".join(f"{name}={value:g}" for name, value in point.items()) or "all members"
 
 
 def point_labels(config: Config) -> List[str]:
+    """Every grid point's `point_label`, in grid order.
+
+    Args:
+        config: the run's config.
+
+    Returns:
+        One label per grid point, `["all members"]` without a sweep.
+    """
     return [point_label(point) for point in config.sweep.grid()]
 
 
@@ -44,7 +75,20 @@ def summary_sections(config: Config, finals: List[Optional[float]],
     point's seeds; a point with no finished episode last) and `best` (the first of them).
     `finals` is each member's final return, `member_evals` each member's returns at the last
     evaluation by temperature, `evolved` (PBT) each member's hyperparameters now by name; the
-    grid points are then where the members started."""
+    grid points are then where the members started.
+
+    Args:
+        config: the run's config.
+        finals: `[M]`, each member's final return (`final_returns`), None where none ended.
+        member_evals: `{temperature: [M] returns}` of the last evaluation, or None.
+        evolved: `{name: [M] values}` of the evolving hyperparameters (PBT), or None.
+
+    Returns:
+        `{"members": [...], "combinations": [...], "best": {...}}`; each member's `hparams`
+            (and `hparams_now` with `evolved`), `final_return` and `eval_return`; each
+            combination's `hparams`, mean `final_return`, `final_return_per_seed` and
+            `members`.
+    """
     num_seeds = config.num_seeds
     members = []
     for m, final in enumerate(finals):

@@ -135,6 +135,7 @@ def _answer_flags(argv: List[str]) -> None:
 
 
 def main() -> None:
+    """`python -m purerl.train`: the command line's `--version`, then Hydra's jobs."""
     _answer_flags(sys.argv[1:])
     # Python's cyclic garbage collector is off until the first job's programs are compiled:
     # the start (imports, configuration, tracing and lowering) makes some 250,000 objects

@@ -73,6 +73,7 @@ class TrainedPolicy:
 
     @property
     def recurrent(self) -> bool:
+        """Whether the policy is recurrent (`act` then takes and returns a carry)."""
         return self._agent.recurrent
 
     def initial_carry(self, batch: Optional[int] = None) -> Optional[jax.Array]:
@@ -191,7 +192,14 @@ class TrainedPolicy:
 
 def best_member(record: Dict) -> int:
     """The member (seed, or grid point x seed of a sweep) with the best final return in a
-    checkpoint's record (0 when none ended an episode)."""
+    checkpoint's record (0 when none ended an episode).
+
+    Args:
+        record: a checkpoint's record (`SavedRun.record`), with its `history`.
+
+    Returns:
+        The member's index, the first of those tied.
+    """
     finals = RunHistory.from_record(record["history"]).final_returns()
     scored = [(r, -i) for i, r in enumerate(finals) if r is not None]
     return -max(scored)[1] if scored else 0
@@ -201,7 +209,21 @@ def checked_member(saved, run_dir, member: Optional[int], setting: str = "member
                    best_by_default: bool = True) -> Optional[int]:
     """`member` of a restored run (`purerl.restoring.restore_run`), range-checked; when None,
     the member with the best final return if `best_by_default` or the run is a sweep, else None
-    (every member). Raises ConfigError naming `setting`."""
+    (every member). Raises ConfigError naming `setting`.
+
+    Args:
+        saved: the restored run (`purerl.restoring.SavedRun`).
+        run_dir: the run directory, named in the error.
+        member: the member asked for, or None.
+        setting: the setting named in the error.
+        best_by_default: pick the best member for None on a run that is not a sweep.
+
+    Returns:
+        The member's index, or None for every member.
+
+    Raises:
+        ConfigError: `member` is not in `[0, num_members)`.
+    """
     from purerl.sweep import is_sweep
 
     if member is None and (best_by_default or is_sweep(saved.config)):

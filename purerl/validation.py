@@ -146,7 +146,15 @@ def validate(config: Config, num_devices: Optional[int] = 1) -> Config:
 def check_devices(config: Config, num_devices: int) -> None:
     """The checks of `validate` that need the device count: the envs, and each device's share
     of the batch, must divide evenly over the devices the envs are split over; raises
-    ConfigError."""
+    ConfigError.
+
+    Args:
+        config: the run's config.
+        num_devices: the devices the run will see.
+
+    Raises:
+        ConfigError: `env.num_envs` or a device's minibatches do not divide evenly.
+    """
     num_devices = env_devices(config.num_members, num_devices)
     num_envs = config.env.num_envs
     if num_envs % num_devices:
@@ -278,7 +286,17 @@ def _validate_pbt(config: Config) -> None:
 
 def check_suite(name: str) -> tuple:
     """`<suite>/<id>` -> (its Suite, the id); raises ConfigError for an empty id or a suite
-    that is not installed (checked without importing it, before JAX starts)."""
+    that is not installed (checked without importing it, before JAX starts).
+
+    Args:
+        name: the `env.name` setting, its prefix a suite of `SUITES`.
+
+    Returns:
+        `(Suite, env_id)`.
+
+    Raises:
+        ConfigError: no id after the "/", or the suite's package is not installed.
+    """
     prefix, _, env_id = name.partition("/")
     suite = SUITES[prefix]
     if not env_id:
@@ -291,7 +309,14 @@ def check_suite(name: str) -> tuple:
 
 
 def is_import_path(name: str) -> bool:
-    """Whether `name` reads `pkg.module:attr`."""
+    """Whether `name` reads `pkg.module:attr`.
+
+    Args:
+        name: a setting's value.
+
+    Returns:
+        True when the module's dotted parts and the attribute are identifiers.
+    """
     module, _, attr = name.partition(":")
     return all(part.isidentifier() for part in module.split(".")) and attr.isidentifier()
 

@@ -30,7 +30,15 @@ class WriteError(RuntimeError):
 def write_error(error: BaseException, run_dir: Path) -> Optional[WriteError]:
     """`error` as a `WriteError` when it is a failed write in `run_dir`: an `OSError` of a
     write (a full disk, a read-only or vanished directory, no permission), or orbax's and
-    tensorstore's error that carries one; None for any other error."""
+    tensorstore's error that carries one; None for any other error.
+
+    Args:
+        error: the exception.
+        run_dir: the run directory: an `OSError` on a path inside it counts whatever its errno.
+
+    Returns:
+        The `WriteError` (`error` itself when it is one), or None.
+    """
     if isinstance(error, WriteError):
         return error
     if isinstance(error, OSError) and error.errno is not None:
@@ -48,7 +56,17 @@ def write_error(error: BaseException, run_dir: Path) -> Optional[WriteError]:
 
 @contextlib.contextmanager
 def writes_to(run_dir: Path) -> Iterator[None]:
-    """Within it, a failed write in `run_dir` raises `WriteError` (`write_error`)."""
+    """Within it, a failed write in `run_dir` raises `WriteError` (`write_error`).
+
+    Args:
+        run_dir: the run directory.
+
+    Yields:
+        None.
+
+    Raises:
+        WriteError: a write in `run_dir` failed inside the block (chained from the error).
+    """
     try:
         yield
     except Exception as error:
@@ -60,7 +78,17 @@ def writes_to(run_dir: Path) -> Iterator[None]:
 
 @contextlib.contextmanager
 def writing(path) -> Iterator[None]:
-    """Within it, an `OSError` raises `WriteError` naming `path`, the file being written."""
+    """Within it, an `OSError` raises `WriteError` naming `path`, the file being written.
+
+    Args:
+        path: the file (or directory) being written.
+
+    Yields:
+        None.
+
+    Raises:
+        WriteError: an `OSError` was raised inside the block.
+    """
     try:
         yield
     except OSError as error:
@@ -71,7 +99,11 @@ def writing(path) -> Iterator[None]:
 def quiet_after_failure() -> Iterator[None]:
     """Within it, orbax's worker threads and coroutines print no tracebacks and its absl
     logger no errors; left so when the block fails (the run ends with its own one line),
-    restored when it succeeds."""
+    restored when it succeeds.
+
+    Yields:
+        None.
+    """
     absl = logging.getLogger("absl")
     saved = (threading.excepthook, sys.unraisablehook, absl.level)
     threading.excepthook = lambda args: None

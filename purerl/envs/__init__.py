@@ -35,7 +35,18 @@ __all__ = ["make_env", "wrap_env", "check_env", "folds_time_limit", "AutoReset",
 def wrap_env(env, config: EnvConfig, env_params):
     """The env as the trainer steps it: auto-reset (with resets drawn ahead when
     `takes_drawn_resets(env)`), Discrete observations one-hot, frame history (`frame_stack`),
-    then episode stats."""
+    then episode stats.
+
+    Args:
+        env: the env as `make_env` returns it.
+        config: the `env` settings (`frame_stack`).
+        env_params: the env's params, to read its observation space.
+
+    Returns:
+        The wrapped env, for one env: `reset(key, params) -> (obs, state)`,
+            `step(key, state, action, params, reset=None) -> (obs, state, reward, terminated,
+            truncated, info)`; obs float32 `[*obs_shape]` after one-hot and stacking.
+    """
     obs_space = env.observation_space(env_params)
     env = AutoReset(env)
     if isinstance(obs_space, spaces.Discrete):
@@ -47,7 +58,20 @@ def wrap_env(env, config: EnvConfig, env_params):
 
 def check_env(env, env_params, name: str) -> ActionSpec:
     """The ActionSpec of env `name`, after checking that the trainer can handle its spaces;
-    raises ConfigError."""
+    raises ConfigError.
+
+    Args:
+        env: the env, unwrapped (`make_env`'s).
+        env_params: its params.
+        name: the env's `env.name`, named in the errors.
+
+    Returns:
+        The `ActionSpec` of its action space.
+
+    Raises:
+        ConfigError: a Dict or Tuple observation space, an unsupported action space, or an
+            action mask that does not fit a categorical action.
+    """
     obs_space = env.observation_space(env_params)
     if isinstance(obs_space, (spaces.Dict, spaces.Tuple)):
         raise ConfigError(
@@ -98,7 +122,19 @@ def folds_time_limit(env, env_params) -> bool:
 
 def make_env(config: EnvConfig):
     """Returns (env, env_params) for `config.name`, unwrapped, with `config.params` applied to
-    the env params' fields; raises ConfigError."""
+    the env params' fields; raises ConfigError.
+
+    Args:
+        config: the `env` settings: `name` (a gymnax id, `<suite>/<id>` or `module:attr`) and
+            `params`.
+
+    Returns:
+        `(env, env_params)`.
+
+    Raises:
+        ConfigError: the env cannot be found, imported or made, or a `params` key is no field
+            of its params or has a value that does not fit the field.
+    """
     env, env_params = _make(config.name, config)
     return env, _override_params(config.name, env_params, dict(config.params))
 

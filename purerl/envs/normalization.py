@@ -34,11 +34,28 @@ class Normalizer(NamedTuple):
 
 
 def init_running_stats(shape: Tuple[int, ...]) -> RunningMeanStd:
+    """The prior of the statistics: mean 0, variance 1, weight `INITIAL_COUNT`.
+
+    Args:
+        shape: the shape of one sample, e.g. `obs_shape`, `()` for a scalar.
+
+    Returns:
+        `RunningMeanStd`: `count` float32 `[]`, `mean` and `var` float32 `[*shape]`.
+    """
     return RunningMeanStd(jnp.float32(INITIAL_COUNT), jnp.zeros(shape, jnp.float32),
                           jnp.ones(shape, jnp.float32))
 
 
 def init_normalizer(obs_shape: Tuple[int, ...], num_envs: int) -> Normalizer:
+    """A seed's `Normalizer` before its first rollout.
+
+    Args:
+        obs_shape: the shape of one observation.
+        num_envs: the envs `B` of this device's share of the seed.
+
+    Returns:
+        `Normalizer`: `obs` stats `[*obs_shape]`, `ret` stats `[]`, `returns` zeros `[B]`.
+    """
     return Normalizer(init_running_stats(obs_shape), init_running_stats(()),
                       jnp.zeros((num_envs,), jnp.float32))
 
@@ -46,7 +63,16 @@ def init_normalizer(obs_shape: Tuple[int, ...], num_envs: int) -> Normalizer:
 def update_running_stats(stats: RunningMeanStd, batch: jax.Array,
                          axis_name: Optional[str] = None) -> RunningMeanStd:
     """`stats` updated with `batch` `[N, *shape]`, and with the batches of every device on
-    `axis_name` (Chan et al.'s parallel combination of means and sums of squared deviations)."""
+    `axis_name` (Chan et al.'s parallel combination of means and sums of squared deviations).
+
+    Args:
+        stats: the statistics so far, `mean` and `var` `[*shape]`.
+        batch: the new samples `[N, *shape]`.
+        axis_name: the device axis to combine every device's batch over; None on one device.
+
+    Returns:
+        The updated `RunningMeanStd`, `count` grown by N (by the sum of N over devices).
+    """
     batch = batch.astype(jnp.float32)
     count = jnp.float32(batch.shape[0])
     mean = batch.mean(axis=0)
@@ -64,14 +90,32 @@ def update_running_stats(stats: RunningMeanStd, batch: jax.Array,
 
 
 def normalize(stats: RunningMeanStd, x: jax.Array, clip: float) -> jax.Array:
-    """`x` standardized by `stats` and clipped to [-clip, clip] (float32)."""
+    """`x` standardized by `stats` and clipped to [-clip, clip] (float32).
+
+    Args:
+        stats: the statistics, `mean` and `var` broadcasting against `x`.
+        x: the values, e.g. observations `[..., *obs_shape]`.
+        clip: the bound of the standardized values.
+
+    Returns:
+        float32, `x`'s shape.
+    """
     z = (x.astype(jnp.float32) - stats.mean) / jnp.sqrt(stats.var + EPSILON)
     return jnp.clip(z, -clip, clip)
 
 
 def network_input(config, obs_stats: RunningMeanStd, obs: jax.Array) -> jax.Array:
     """The observation as the network sees it: standardized when `config.normalize_obs`
-    (`config` is the `EnvConfig`), else unchanged."""
+    (`config` is the `EnvConfig`), else unchanged.
+
+    Args:
+        config: the `EnvConfig` (`normalize_obs`, `clip_obs`).
+        obs_stats: the observation statistics, `[*obs_shape]`.
+        obs: observations `[..., *obs_shape]`.
+
+    Returns:
+        `obs`'s shape; float32 when standardized.
+    """
     return normalize(obs_stats, obs, config.clip_obs) if config.normalize_obs else obs
 
 
@@ -79,9 +123,17 @@ def discounted_returns(returns: jax.Array, rewards: jax.Array, dones: jax.Array,
                        gamma: jax.Array) -> Tuple[jax.Array, jax.Array]:
     """Each env's running discounted return after every step of a rollout.
 
-    returns: `[B]` before the rollout; rewards, dones: `[T, B]`. Returns `(per_step [T, B],
-    carried [B])`: `per_step[t] = gamma * per_step[t-1] + rewards[t]`, restarting from 0 after a
-    step with `dones` set; `carried` is what the next rollout starts from.
+    `per_step[t] = gamma * per_step[t-1] + rewards[t]`, restarting from 0 after a step with
+    `dones` set.
+
+    Args:
+        returns: float32 `[B]`, each env's discounted return before the rollout.
+        rewards: `[T, B]`.
+        dones: bool `[T, B]`, where an episode ended.
+        gamma: the discount, a float32 `[]` array.
+
+    Returns:
+        `(per_step, carried)`: float32 `[T, B]`, and `[B]` for the next rollout to start from.
     """
 
     def step(running, inputs):
@@ -97,7 +149,19 @@ def scale_rewards(normalizer: Normalizer, rewards: jax.Array, dones: jax.Array,
                   gamma: jax.Array, clip: float,
                   axis_name: Optional[str] = None) -> Tuple[Normalizer, jax.Array]:
     """Rewards `[T, B]` divided by the running std of the discounted return (updated with this
-    rollout's returns first), clipped to [-clip, clip]."""
+    rollout's returns first), clipped to [-clip, clip].
+
+    Args:
+        normalizer: the seed's `Normalizer`, `returns` `[B]`.
+        rewards: `[T, B]`.
+        dones: bool `[T, B]`.
+        gamma: the discount, float32 `[]`.
+        clip: the bound of the scaled rewards.
+        axis_name: the device axis whose envs share the statistics; None on one device.
+
+    Returns:
+        `(normalizer, scaled)`: `ret` and `returns` updated, and float32 `[T, B]`.
+    """
     per_step, carried = discounted_returns(normalizer.returns, rewards, dones, gamma)
     ret = update_running_stats(normalizer.ret, per_step.reshape(-1), axis_name)
     scaled = jnp.clip(rewards / jnp.sqrt(ret.var + EPSILON), -clip, clip)

@@ -17,13 +17,32 @@ from gymnax.environments.environment import Environment
 
 def takes_drawn_resets(env) -> bool:
     """Whether `env` auto-resets the way gymnax's `Environment.step` does (it is a gymnax
-    `Environment` that does not override `step`), so that `AutoReset` may supply the reset."""
+    `Environment` that does not override `step`), so that `AutoReset` may supply the reset.
+
+    Args:
+        env: an env.
+
+    Returns:
+        True for a gymnax `Environment` with gymnax's own `step`.
+    """
     return isinstance(env, Environment) and type(env).step is Environment.step
 
 
 def step_inner(env, key, state, action, params, reset):
     """`env.step`, passing `reset` down only when there is one (any gymnax env can be inside a
-    wrapper; only `AutoReset` and the wrappers here take `reset`)."""
+    wrapper; only `AutoReset` and the wrappers here take `reset`).
+
+    Args:
+        env: the wrapped env.
+        key: a PRNG key.
+        state: its state.
+        action: the action.
+        params: the env's params.
+        reset: the drawn `(obs, state)` to auto-reset to, or None.
+
+    Returns:
+        `env.step`'s `(obs, state, reward, terminated, truncated, info)`.
+    """
     if reset is None:
         return env.step(key, state, action, params)
     return env.step(key, state, action, params, reset=reset)
@@ -48,6 +67,21 @@ class AutoReset:
         return getattr(self.env, name)
 
     def step(self, key, state, action, params, reset: Optional[Tuple[Any, Any]] = None):
+        """One step of one env, auto-reset where its episode ended.
+
+        Args:
+            key: a PRNG key.
+            state: the env's state.
+            action: the action.
+            params: the env's params.
+            reset: the `(obs, state)` to reset to where the episode ends, from `reset_env`; None:
+                the env's own `step`.
+
+        Returns:
+            `(obs, state, reward, terminated, truncated, info)`: obs and state after the reset
+                where done; `terminated` and `truncated` bool `[]`; with `reset`, info gains
+                `terminated`, `truncated` and `final_observation` (the step's own obs).
+        """
         if reset is None:
             return self.env.step(key, state, action, params)
         obs_step, state_step, reward, terminated, info = self.env.step_env(
@@ -84,10 +118,32 @@ class EpisodeStats:
         return getattr(self.env, name)
 
     def reset(self, key, params):
+        """The env's reset, the episode's totals at zero.
+
+        Args:
+            key: a PRNG key.
+            params: the env's params.
+
+        Returns:
+            `(obs, EpisodeStatsState)`.
+        """
         obs, env_state = self.env.reset(key, params)
         return obs, EpisodeStatsState(env_state, jnp.float32(0.0), jnp.int32(0))
 
     def step(self, key, state: EpisodeStatsState, action, params, reset=None):
+        """One step of the inner env, its episode's totals updated (reset to zero where it ended).
+
+        Args:
+            key: a PRNG key.
+            state: the `EpisodeStatsState`.
+            action: the action.
+            params: the env's params.
+            reset: the drawn `(obs, state)` to auto-reset to, or None.
+
+        Returns:
+            `(obs, state, reward, terminated, truncated, info)`, info with `episode_done` bool
+                `[]`, `episode_return` float32 `[]` and `episode_length` int32 `[]`.
+        """
         obs, env_state, reward, terminated, truncated, info = step_inner(
             self.env, key, state.env_state, action, params, reset)
         done = jnp.logical_or(terminated, truncated)
@@ -132,6 +188,15 @@ class FrameStack:
         return jnp.concatenate([frames[i] for i in range(self.num_frames)], axis=-1)
 
     def observation_space(self, params):
+        """A float32 Box of the stacked observation.
+
+        Args:
+            params: the env's params.
+
+        Returns:
+            `Box` of shape `[*obs_shape[:-1], k * obs_shape[-1]]` (`[k]` for a scalar
+                observation), the inner bounds tiled.
+        """
         inner = self.env.observation_space(params)
         shape = tuple(inner.shape)
         discrete = isinstance(inner, spaces.Discrete)
@@ -142,11 +207,34 @@ class FrameStack:
                           jnp.float32)
 
     def reset(self, key, params):
+        """The inner reset, every slot of the stack its observation.
+
+        Args:
+            key: a PRNG key.
+            params: the env's params.
+
+        Returns:
+            `(obs, FrameStackState)`, obs float32 stacked as `observation_space` says.
+        """
         obs, env_state = self.env.reset(key, params)
         frames = jnp.broadcast_to(obs, (self.num_frames, *jnp.shape(obs))).astype(jnp.float32)
         return self._stacked(frames), FrameStackState(env_state, frames)
 
     def step(self, key, state: FrameStackState, action, params, reset=None):
+        """One inner step, its observation pushed onto the stack (the stack refilled where the
+        episode ended).
+
+        Args:
+            key: a PRNG key.
+            state: the `FrameStackState`.
+            action: the action.
+            params: the env's params.
+            reset: the drawn `(obs, state)` to auto-reset to, or None.
+
+        Returns:
+            `(obs, state, reward, terminated, truncated, info)`, obs and
+                `info["final_observation"]` stacked.
+        """
         obs, env_state, reward, terminated, truncated, info = step_inner(
             self.env, key, state.env_state, action, params, reset)
         done = jnp.logical_or(terminated, truncated)
@@ -172,16 +260,45 @@ class OneHotObservation:
         return getattr(self.env, name)
 
     def observation_space(self, params):
+        """A float32 Box `[0, 1]` of shape `[n]`.
+
+        Args:
+            params: the env's params (unused).
+
+        Returns:
+            The `Box`.
+        """
         return spaces.Box(0.0, 1.0, (self.num_values,), jnp.float32)
 
     def _one_hot(self, obs):
         return jax.nn.one_hot(obs, self.num_values, dtype=jnp.float32)
 
     def reset(self, key, params):
+        """The inner reset, its observation one-hot.
+
+        Args:
+            key: a PRNG key.
+            params: the env's params.
+
+        Returns:
+            `(obs, state)`, obs float32 `[n]`.
+        """
         obs, env_state = self.env.reset(key, params)
         return self._one_hot(obs), env_state
 
     def step(self, key, state, action, params, reset=None):
+        """One inner step, its observation (and `info["final_observation"]`) one-hot.
+
+        Args:
+            key: a PRNG key.
+            state: the env's state.
+            action: the action.
+            params: the env's params.
+            reset: the drawn `(obs, state)` to auto-reset to, or None.
+
+        Returns:
+            `(obs, state, reward, terminated, truncated, info)`, obs float32 `[n]`.
+        """
         obs, env_state, reward, terminated, truncated, info = step_inner(
             self.env, key, state, action, params, reset)
         info = {**info, "final_observation": self._one_hot(info["final_observation"])}

@@ -24,22 +24,36 @@ class RunHistory:
 
     @property
     def num_updates(self) -> int:
+        """The updates `U` held so far."""
         return self.count.shape[1]
 
     def extend(self, metrics: Metrics) -> None:
-        """Appends host metrics with leaves `[S, K]`."""
+        """Appends host metrics with leaves `[S, K]`.
+
+        Args:
+            metrics: a chunk's `Metrics` on the host: `episode_return_sum`, `episode_length_sum`
+                and `episode_count` `[S, K]` (K updates).
+        """
         self.return_sum = np.concatenate([self.return_sum, metrics.episode_return_sum], 1)
         self.length_sum = np.concatenate([self.length_sum, metrics.episode_length_sum], 1)
         self.count = np.concatenate([self.count, metrics.episode_count], 1)
 
     def returns(self) -> np.ndarray:
-        """Mean episode return per seed and update `[S, U]`, NaN where none completed."""
+        """Mean episode return per seed and update `[S, U]`, NaN where none completed.
+
+        Returns:
+            float64 `[S, U]`.
+        """
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.where(self.count > 0, self.return_sum / self.count, np.nan)
 
     def latest_return(self) -> Optional[float]:
         """The mean return of the episodes completed in the latest update in which any ended,
-        pooled over the members as metrics.jsonl's `episode_return` is; None before the first."""
+        pooled over the members as metrics.jsonl's `episode_return` is; None before the first.
+
+        Returns:
+            The mean return, or None.
+        """
         counts = self.count.sum(axis=0)
         ended = np.flatnonzero(counts)
         if not ended.size:
@@ -47,16 +61,28 @@ class RunHistory:
         return float(self.return_sum[:, ended[-1]].sum() / counts[ended[-1]])
 
     def final_returns(self) -> List[Optional[float]]:
-        """`final_returns` of this history: one per seed."""
+        """`final_returns` of this history: one per seed.
+
+        Returns:
+            `S` floats, None where no episode ended.
+        """
         return final_returns(self.return_sum, self.count)
 
     def best_eval(self) -> Optional[float]:
-        """The best eval return at the first temperature so far."""
+        """The best eval return at the first temperature so far.
+
+        Returns:
+            The largest mean return at the first temperature, None before the first eval.
+        """
         values = [next(iter(e["returns"].values())) for e in self.evals]
         return max(values) if values else None
 
     def eval_points(self) -> Dict[str, List[Tuple[int, float]]]:
-        """Per temperature key ("1.0"), the `(env_steps, return)` of each eval so far."""
+        """Per temperature key ("1.0"), the `(env_steps, return)` of each eval so far.
+
+        Returns:
+            `{temperature: [(env_steps, return), ...]}` in eval order.
+        """
         points: Dict[str, List[Tuple[int, float]]] = {}
         for e in self.evals:
             for temperature, value in e["returns"].items():
@@ -64,13 +90,24 @@ class RunHistory:
         return points
 
     def to_record(self) -> Dict:
-        """The history as JSON-serializable lists, for a checkpoint's record."""
+        """The history as JSON-serializable lists, for a checkpoint's record.
+
+        Returns:
+            `{"return_sum", "length_sum", "count"}` as nested lists `[S][U]`, and `evals`.
+        """
         return {"return_sum": self.return_sum.tolist(), "length_sum": self.length_sum.tolist(),
                 "count": self.count.tolist(), "evals": self.evals}
 
     @classmethod
     def from_record(cls, record: Dict) -> "RunHistory":
-        """The history that `to_record` wrote."""
+        """The history that `to_record` wrote.
+
+        Args:
+            record: `to_record`'s dict.
+
+        Returns:
+            The `RunHistory`, sums and counts float64 `[S, U]`.
+        """
         history = cls(len(record["count"]))
         history.return_sum, history.length_sum, history.count = (
             np.asarray(record[k], np.float64).reshape(len(record["count"]), -1)

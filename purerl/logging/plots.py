@@ -71,14 +71,34 @@ def seed_mean(y: np.ndarray) -> np.ndarray:
 
 
 def wrap_title(title: str, width_inches: float) -> str:
-    """`title` broken into lines that fit a figure `width_inches` wide."""
+    """`title` broken into lines that fit a figure `width_inches` wide.
+
+    Args:
+        title: the title.
+        width_inches: the figure's width.
+
+    Returns:
+        The title, lines joined by newlines.
+    """
     return textwrap.fill(title, max(20, int(width_inches * TITLE_CHARS_PER_INCH)))
 
 
 def plot_learning_curve(path: Path, env_steps: np.ndarray, returns: np.ndarray,
                         evals: Dict[str, List[Tuple[int, float]]], title: str = "",
                         groups: Optional[List[str]] = None) -> None:
-    """Writes `learning_curve_figure(...)` as a PNG to `path`, atomically."""
+    """Writes `learning_curve_figure(...)` as a PNG to `path`, atomically.
+
+    Args:
+        path: the PNG's path.
+        env_steps: `[U]`, per seed, at the end of each update.
+        returns: `[S, U]` (or `[U]`), NaN where a seed completed no episode.
+        evals: `{temperature: [(env_steps, return), ...]}`, drawn as markers.
+        title: the figure's title.
+        groups: a sweep's grid point labels, one per group of rows.
+
+    Raises:
+        purerl.write_errors.WriteError: the file could not be written.
+    """
     save_png(learning_curve_figure(env_steps, returns, evals, title, groups), Path(path))
 
 
@@ -140,7 +160,17 @@ def learning_curve_figure(env_steps: np.ndarray, returns: np.ndarray,
 
 
 def plot_pbt(path: Path, rows: List[Dict], names: List[str], title: str = "") -> None:
-    """Writes `pbt_figure(...)` as a PNG to `path`, atomically; nothing when `rows` is empty."""
+    """Writes `pbt_figure(...)` as a PNG to `path`, atomically; nothing when `rows` is empty.
+
+    Args:
+        path: the PNG's path.
+        rows: pbt.jsonl's rows (`generation_row`).
+        names: the evolving hyperparameters, one panel each.
+        title: the figure's title.
+
+    Raises:
+        purerl.write_errors.WriteError: the file could not be written.
+    """
     if rows:
         save_png(pbt_figure(rows, names, title), Path(path))
 
@@ -239,7 +269,15 @@ def _bands_figure(lines: Dict[str, Tuple[np.ndarray, np.ndarray, np.ndarray]], x
 
 
 def save_png(fig, path: Path) -> None:
-    """Writes `fig` as a PNG to `path`, atomically (a temporary file, then renamed)."""
+    """Writes `fig` as a PNG to `path`, atomically (a temporary file, then renamed).
+
+    Args:
+        fig: a matplotlib `Figure`.
+        path: the PNG's path.
+
+    Raises:
+        purerl.write_errors.WriteError: the file could not be written.
+    """
     tmp = path.with_suffix(".tmp.png")
     try:
         with writing(path):

@@ -21,6 +21,9 @@ def return_text(value: Optional[float], earlier: bool, width: int = 0) -> str:
       value: the return, None when no episode has ended yet.
       earlier: whether it is an earlier update's (none ended in this one).
       width: the width of the number (right-aligned), the marker's column after it.
+
+    Returns:
+      The text: the number, then the marker or a space where `width` is given.
     """
     pad = " " if width else ""  # the marker's column, in a line of aligned columns
     if value is None:
@@ -41,7 +44,7 @@ def progress_line(row: Dict, num_updates: int, sps: float,
 
     Returns:
       `update 32/39 | env steps      16,384 | return     94.6  |     37,792 steps/s`, or
-      `... | return    500.0* | ...` when the return is an earlier update's.
+        `... | return    500.0* | ...` when the return is an earlier update's.
     """
     own = row["episode_return"]
     ret = return_text(latest_return if own is None else own,
@@ -85,7 +88,14 @@ class ProgressBar:
     def update(self, env_steps: int, sps: float, latest_return: Optional[float],
                earlier: bool = False) -> None:
         """Moves the bar to `env_steps` (absolute) with a postfix of `sps` and the latest
-        return, marked when `earlier` (an earlier update's: none ended in this one)."""
+        return, marked when `earlier` (an earlier update's: none ended in this one).
+
+        Args:
+            env_steps: env steps per seed so far.
+            sps: env steps per second.
+            latest_return: the return to show, None before any episode ended.
+            earlier: the return is an earlier update's.
+        """
         if self._bar is None:
             return
         ret = return_text(latest_return, earlier)
@@ -93,6 +103,7 @@ class ProgressBar:
         self._bar.update(int(env_steps) - self._bar.n)
 
     def close(self) -> None:
+        """Closes the bar; nothing when disabled or closed."""
         if self._bar is not None:
             self._bar.close()
             self._bar = None
@@ -112,6 +123,9 @@ def console_log(enabled: bool = True, name: str = "purerl") -> Iterator[None]:
     Args:
         enabled: False leaves logging alone.
         name: the logger.
+
+    Yields:
+        None, while the lines show.
     """
     logger = logging.getLogger(name)
     if not enabled or logger.hasHandlers():

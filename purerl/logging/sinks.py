@@ -33,14 +33,28 @@ DEPRECATED_ALIASES = {key: key.removeprefix("loss/") for key in PPO_LOSS_KEYS}
 
 def json_number(x: float):
     """A float at float32 precision (7 significant digits), an int when integral, None if not
-    finite."""
+    finite.
+
+    Args:
+        x: the value.
+
+    Returns:
+        An `int`, a `float` rounded to 7 significant digits, or None.
+    """
     if not math.isfinite(x):
         return None
     return int(x) if float(x).is_integer() else float(f"{x:.7g}")
 
 
 def is_number(value) -> bool:
-    """An int/float (numpy scalars and bools included) that is finite."""
+    """An int/float (numpy scalars and bools included) that is finite.
+
+    Args:
+        value: any value.
+
+    Returns:
+        True for a finite number.
+    """
     return isinstance(value, (int, float, np.integer, np.floating)) and math.isfinite(value)
 
 
@@ -59,8 +73,8 @@ def metrics_rows(metrics: Metrics, first_update: int, batch_size: int) -> List[D
 
     Returns:
       `K` dicts with `update`, `env_steps`, `episode_return`, `episode_length`, their `S`
-      values per seed, and the algorithm's scalars (means over seeds, `scalar_order`), each a
-      `json_number`.
+        values per seed, and the algorithm's scalars (means over seeds, `scalar_order`), each a
+        `json_number`.
     """
     count = metrics.episode_count.sum(axis=0)
     returns = metrics.episode_return_sum.sum(axis=0) / np.maximum(count, 1)
@@ -86,7 +100,14 @@ def metrics_rows(metrics: Metrics, first_update: int, batch_size: int) -> List[D
 
 def scalar_order(keys) -> List[str]:
     """`keys` in the order a row holds them: `PPO_LOSS_KEYS`, other `loss/<name>` keys by name,
-    `PPO_UPDATE_KEYS`, then the rest by name."""
+    `PPO_UPDATE_KEYS`, then the rest by name.
+
+    Args:
+        keys: a row's keys.
+
+    Returns:
+        The keys, sorted.
+    """
     def rank(key):
         for group, known in enumerate((PPO_LOSS_KEYS, None, PPO_UPDATE_KEYS)):
             if known is None and key.startswith("loss/"):
@@ -116,13 +137,27 @@ def member_means(sums: np.ndarray, counts: np.ndarray) -> List[List[Optional[flo
 
 def per_member_key(key: str) -> str:
     """The key of a metric's list of one value per member: `episode_return` ->
-    `episode_return_per_member`, `eval_return/1.0` -> `eval_return_per_member/1.0`."""
+    `episode_return_per_member`, `eval_return/1.0` -> `eval_return_per_member/1.0`.
+
+    Args:
+        key: the metric's key.
+
+    Returns:
+        The key with `_per_member` after its first path component.
+    """
     name, slash, rest = key.partition("/")
     return f"{name}_per_member{slash}{rest}"
 
 
 def eval_key(temperature: float) -> str:
-    """The metric key of the eval return at `temperature`: `eval_return/1.0`."""
+    """The metric key of the eval return at `temperature`: `eval_return/1.0`.
+
+    Args:
+        temperature: the sampling temperature.
+
+    Returns:
+        The key, the temperature spelt as a float.
+    """
     return f"eval_return/{float(temperature)}"
 
 
@@ -136,18 +171,33 @@ class MetricsLog:
 
     def write(self, rows: List[Dict]) -> None:
         """Appends `rows` in one write (a process killed meanwhile cuts at most the last line),
-        each with the `DEPRECATED_ALIASES` of the keys it has."""
+        each with the `DEPRECATED_ALIASES` of the keys it has.
+
+        Args:
+            rows: the rows, in update order.
+
+        Raises:
+            purerl.write_errors.WriteError: the write failed.
+        """
         with writing(self.path):
             self._file.write("".join(json.dumps(with_aliases(row)) + "\n" for row in rows))
             self._file.flush()
 
     def close(self) -> None:
+        """Closes metrics.jsonl; a failure raises `WriteError`."""
         with writing(self.path):
             self._file.close()
 
 
 def with_aliases(row: Dict) -> Dict:
-    """`row` with each `DEPRECATED_ALIASES` key it has written again under its old name."""
+    """`row` with each `DEPRECATED_ALIASES` key it has written again under its old name.
+
+    Args:
+        row: a metrics row.
+
+    Returns:
+        A new dict: `row`'s keys, then the aliases.
+    """
     return {**row, **{old: row[new] for new, old in DEPRECATED_ALIASES.items() if new in row}}
 
 
@@ -192,7 +242,11 @@ def write_summary(run_dir: Path, summary: Dict) -> None:
 def import_libraries(log_config) -> None:
     """Imports the libraries that the sinks of `log_config` (a `LogConfig`) and the plots
     write with, ahead of their first use: matplotlib, tensorboardX when `tensorboard`, wandb
-    when `wandb`."""
+    when `wandb`.
+
+    Args:
+        log_config: the `log` settings (`tensorboard`, `wandb`).
+    """
     names = ["matplotlib.figure", "matplotlib.backends.backend_agg"]
     names += ["tensorboardX.event_file_writer"] if log_config.tensorboard else []
     names += ["wandb"] if log_config.wandb else []
@@ -233,6 +287,14 @@ class TensorBoardSink:
                 self._writer.flush()
 
     def write(self, rows: List[Dict]) -> None:
+        """Writes each row's scalars as one event at step `row["env_steps"]`, then flushes.
+
+        Args:
+            rows: `metrics_rows`-style dicts, in update order.
+
+        Raises:
+            purerl.write_errors.WriteError: the event file could not be written.
+        """
         from tensorboardX.proto.event_pb2 import Event
         from tensorboardX.proto.summary_pb2 import Summary
 
@@ -253,6 +315,7 @@ class TensorBoardSink:
             self._writer.flush()
 
     def close(self) -> None:
+        """Closes the event file; a failure raises `WriteError`."""
         with writing(self.path):
             self._writer.close()
 
@@ -270,10 +333,17 @@ class WandbSink:
                                config=dataclasses.asdict(config), name=Path(run_dir).name)
 
     def write(self, rows: List[Dict]) -> None:
+        """Logs each row's finite numbers (lists skipped) and its `update` at step
+        `row["env_steps"]`.
+
+        Args:
+            rows: `metrics_rows`-style dicts, in update order.
+        """
         for row in rows:
             scalars = {k: v for k, v in row.items() if k not in ("update", "env_steps")
                        and is_number(v)}
             self._run.log({**scalars, "update": row["update"]}, step=int(row["env_steps"]))
 
     def close(self) -> None:
+        """Finishes the W&B run."""
         self._run.finish()

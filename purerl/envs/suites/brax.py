@@ -56,6 +56,11 @@ if not any(isinstance(f, _QuietMjxDevice) for f in logging.getLogger().filters):
 
 
 def registered_envs() -> Tuple[str, ...]:
+    """Brax's registered env ids.
+
+    Returns:
+        The ids, sorted.
+    """
     from brax import envs
 
     return tuple(sorted(getattr(envs, "_envs", {})))
@@ -64,7 +69,11 @@ def registered_envs() -> Tuple[str, ...]:
 @contextlib.contextmanager
 def quiet_brax():
     """Hides Brax's warning, printed when a Brax system is loaded, that its pipelines are no
-    longer maintained."""
+    longer maintained.
+
+    Yields:
+        None, while the warning is hidden.
+    """
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Brax System, pip")
         yield
@@ -78,7 +87,18 @@ def repeated_step(step: Callable[[Any, jax.Array], Any], state: Any, action: jax
                   repeats: int):
     """`step(state, action)` `repeats` times, as Brax's `EpisodeWrapper` repeats an action:
     -> (state, the rewards' sum, done), except that the repeats stop at a termination (the
-    state stays the terminal one rather than stepping on, which could clear `done`)."""
+    state stays the terminal one rather than stepping on, which could clear `done`).
+
+    Args:
+        step: Brax's `step(state, action) -> State`.
+        state: the Brax `State` of one env.
+        action: float32 `[action_size]`.
+        repeats: the action repeat, at least 1.
+
+    Returns:
+        `(state, reward, done)`: the last `State`, the rewards' sum and whether it ended (bool
+            `[]`; with one repeat, Brax's float `done` as is).
+    """
     if repeats == 1:
         new = step(state, action)
         return new, new.reward, new.done
@@ -108,19 +128,57 @@ class BraxEnv(SuiteEnv):
         super().__init__(env_id, action_space, max_steps_in_episode)
 
     def policy_obs(self, obs: Any) -> Any:
-        """The part of a state's `obs` the policy sees (all of it)."""
+        """The part of a state's `obs` the policy sees (all of it).
+
+        Args:
+            obs: a Brax `State`'s `obs`.
+
+        Returns:
+            `obs`.
+        """
         return obs
 
     def suite_reset(self, key):
+        """The suite's reset of one env.
+
+        Args:
+            key: a PRNG key.
+
+        Returns:
+            `(obs, state)`: the policy's part of the Brax `State`'s obs (`policy_obs`); the
+                Brax `State`.
+        """
         state = self.brax_env.reset(key)
         return self.policy_obs(state.obs), state
 
     def suite_step(self, key, inner, action):
+        """The suite's step of one env.
+
+        Args:
+            key: a PRNG key.
+            inner: the Brax `State`.
+            action: the action, as `action_space()` gives it.
+
+        Returns:
+            `(obs, state, reward, terminated, truncated)`; reward, terminated and truncated `[]`.
+        """
         state, reward, done = repeated_step(self.brax_env.step, inner, action, self.action_repeat)
         return self.policy_obs(state.obs), state, reward, done, jnp.bool_(False)
 
 
 def make(env_id: str, config: EnvConfig) -> BraxEnv:
+    """The Brax env `env.name="brax/<id>"` names.
+
+    Args:
+        env_id: a Brax id (`brax.envs`).
+        config: the `env` settings; `backend` the Brax pipeline (empty: the env's default).
+
+    Returns:
+        The `BraxEnv`.
+
+    Raises:
+        ConfigError: an unknown id or pipeline, or the env not made.
+    """
     valid = registered_envs()
     if env_id not in valid:
         raise ConfigError(f"env.name='brax/{env_id}' is not a Brax environment; "
@@ -161,7 +219,14 @@ def _is_playground(env) -> bool:
 
 
 def accepts(obj) -> bool:
-    """A Brax `Env` (raw or wrapped) whose innermost env is not a Playground env."""
+    """A Brax `Env` (raw or wrapped) whose innermost env is not a Playground env.
+
+    Args:
+        obj: a user's env object (`env.name=module:attr`).
+
+    Returns:
+        True when `wrap` takes it.
+    """
     from brax.envs.base import Env
 
     if not isinstance(obj, Env):
@@ -174,7 +239,21 @@ def accepts(obj) -> bool:
 
 def peel_training_wrappers(env, name: str, wrapper_base) -> Tuple[Any, int, int]:
     """`env` with the training wrappers on its outside taken off (Brax's, and Playground's
-    auto-reset): -> (env, episode_length or 0, action_repeat)."""
+    auto-reset): -> (env, episode_length or 0, action_repeat).
+
+    Args:
+        env: a user's Brax env.
+        name: its `env.name`, named in the error.
+        wrapper_base: `(peel, randomizing)`, tuples of further wrapper classes to take off and
+            to refuse.
+
+    Returns:
+        `(env, episode_length, action_repeat)`, as the outermost `EpisodeWrapper` had them
+            (0 and 1 without one).
+
+    Raises:
+        ConfigError: a wrapper that vmaps a batch of randomized models.
+    """
     training = _training_wrappers()
     peel = tuple(getattr(training, cls) for cls in (
         "EpisodeWrapper", "AutoResetWrapper", "VmapWrapper", "EvalWrapper")
@@ -197,7 +276,20 @@ def peel_training_wrappers(env, name: str, wrapper_base) -> Tuple[Any, int, int]
 
 
 def wrap(obj, config: EnvConfig, params: Any = None) -> BraxEnv:
-    """A user's Brax env (Brax envs have no separate params: `params` is unused)."""
+    """A user's Brax env (Brax envs have no separate params: `params` is unused).
+
+    Args:
+        obj: the user's env (`accepts(obj)`).
+        config: the `env` settings.
+        params: unused.
+
+    Returns:
+        The `BraxEnv`.
+
+    Raises:
+        ConfigError: a wrapper that vmaps randomized models, or `env.backend` other than the
+            env's pipeline.
+    """
     name = config.name
     env, episode_length, action_repeat = peel_training_wrappers(obj, name, ((), ()))
     if config.backend and config.backend != getattr(env, "backend", config.backend):

@@ -80,9 +80,27 @@ class CraftaxEnv(SuiteEnv):
                          int(params.max_timesteps))
 
     def suite_reset(self, key: jax.Array):
+        """The suite's reset of one env.
+
+        Args:
+            key: a PRNG key.
+
+        Returns:
+            `(obs, state)`: the Craftax observation; Craftax's env state.
+        """
         return self._chunked_reset(key)
 
     def suite_step(self, key: jax.Array, inner: Any, action):
+        """The suite's step of one env.
+
+        Args:
+            key: a PRNG key.
+            inner: Craftax's env state.
+            action: the action, as `action_space()` gives it.
+
+        Returns:
+            `(obs, state, reward, terminated, truncated)`; reward, terminated and truncated `[]`.
+        """
         obs, state, reward, done, _ = self.env.step_env(key, inner, jnp.asarray(action, jnp.int32),
                                                         self.params)
         terminated = self.env.is_terminal(state, self._params_no_limit)
@@ -91,6 +109,18 @@ class CraftaxEnv(SuiteEnv):
 
 
 def make(env_id: str, config: EnvConfig) -> CraftaxEnv:
+    """The Craftax env `env.name="craftax/<id>"` names.
+
+    Args:
+        env_id: a Craftax id without auto-reset (`ENV_IDS`).
+        config: the `env` settings (unused).
+
+    Returns:
+        The `CraftaxEnv`.
+
+    Raises:
+        ConfigError: an unknown id.
+    """
     if env_id not in ENV_IDS:
         raise ConfigError(f"env.name='craftax/{env_id}' is not a Craftax environment id "
                           "(purerl resets envs itself: no AutoReset ids); "
@@ -100,10 +130,27 @@ def make(env_id: str, config: EnvConfig) -> CraftaxEnv:
 
 
 def accepts(obj: Any) -> bool:
+    """Whether `obj` is a Craftax env this adapter wraps.
+
+    Args:
+        obj: a user's env object (`env.name=module:attr`).
+
+    Returns:
+        True when `wrap` takes it.
+    """
     return isinstance(obj, (EnvironmentNoAutoReset, EnvironmentAutoReset))
 
 
 def wrap(obj: Any, config: EnvConfig, params: Any = None) -> CraftaxEnv:
     """A user's Craftax env (AutoReset or not: only its `reset_env`/`step_env` are used),
-    with its `EnvParams` (`params`; default: the env's `default_params`)."""
+    with its `EnvParams` (`params`; default: the env's `default_params`).
+
+    Args:
+        obj: the user's env (`accepts(obj)`).
+        config: the `env` settings.
+        params: its `EnvParams`; None: the env's `default_params`.
+
+    Returns:
+        The `CraftaxEnv`.
+    """
     return CraftaxEnv(type(obj).__name__, obj, obj.default_params if params is None else params)

@@ -155,7 +155,14 @@ class JumanjiEnv(SuiteEnv):
 
     # -- between purerl's and the suite's forms ------------------------------------------
     def suite_action(self, action: jax.Array) -> jax.Array:
-        """purerl's action (one index for a joint mask) as the jumanji env takes it."""
+        """purerl's action (one index for a joint mask) as the jumanji env takes it.
+
+        Args:
+            action: int32 `[]` for `Discrete`, `[k]` for `MultiDiscrete`, float32 for a `Box`.
+
+        Returns:
+            The action in the env's `action_spec` shape and dtype.
+        """
         if self.mask_kind == "joint":
             action = jnp.stack(jnp.unravel_index(jnp.asarray(action), self.joint_nvec))
         return jnp.asarray(action).astype(self.action_dtype).reshape(self.action_shape)
@@ -174,11 +181,30 @@ class JumanjiEnv(SuiteEnv):
 
     # -- SuiteEnv ------------------------------------------------------------------------
     def suite_reset(self, key: jax.Array):
+        """The suite's reset of one env.
+
+        Args:
+            key: a PRNG key.
+
+        Returns:
+            `(obs, state)`: the observation without its mask, `step_count` scaled; a
+                `JumanjiInner`: jumanji's state, the mask, the step count.
+        """
         state, timestep = self.env.reset(key)
         obs, mask = self._split(timestep.observation)
         return obs, JumanjiInner(state, mask, jnp.int32(0))
 
     def suite_step(self, key: jax.Array, inner: JumanjiInner, action):
+        """The suite's step of one env.
+
+        Args:
+            key: a PRNG key.
+            inner: `JumanjiInner`: jumanji's state, the mask, the step count.
+            action: the action, as `action_space()` gives it.
+
+        Returns:
+            `(obs, state, reward, terminated, truncated)`; reward, terminated and truncated `[]`.
+        """
         state, timestep = self.env.step(inner.state, self.suite_action(action))
         obs, mask = self._split(timestep.observation)
         step_count = inner.step_count + 1
@@ -191,6 +217,14 @@ class JumanjiEnv(SuiteEnv):
         return obs, JumanjiInner(state, mask, step_count), reward, terminated, truncated
 
     def suite_action_mask(self, inner: JumanjiInner) -> Optional[jax.Array]:
+        """The mask the last step's observation held.
+
+        Args:
+            inner: the `JumanjiInner`.
+
+        Returns:
+            bool `[action_mask_size]`, or None for an env without a mask.
+        """
         return inner.mask
 
 
@@ -201,6 +235,18 @@ def _is_download_error(error: Exception) -> bool:
 
 
 def make(env_id: str, config: EnvConfig) -> JumanjiEnv:
+    """The Jumanji env `env.name="jumanji/<id>"` names.
+
+    Args:
+        env_id: a Jumanji id (`jumanji.registered_environments()`).
+        config: the `env` settings (unused).
+
+    Returns:
+        The `JumanjiEnv`.
+
+    Raises:
+        ConfigError: an unknown id, or the env not made (its data not downloaded).
+    """
     registered = sorted(jumanji.registered_environments())
     if env_id not in registered:
         raise ConfigError(f"env.name='jumanji/{env_id}' is not a Jumanji environment id; "
@@ -219,11 +265,31 @@ def make(env_id: str, config: EnvConfig) -> JumanjiEnv:
 
 
 def accepts(obj: Any) -> bool:
+    """Whether `obj` is a Jumanji env this adapter wraps.
+
+    Args:
+        obj: a user's env object (`env.name=module:attr`).
+
+    Returns:
+        True when `wrap` takes it.
+    """
     return isinstance(obj, jumanji.Environment)
 
 
 def wrap(obj: Any, config: EnvConfig, params: Any = None) -> JumanjiEnv:
-    """A user's Jumanji env, its settings (`time_limit` included) its own."""
+    """A user's Jumanji env, its settings (`time_limit` included) its own.
+
+    Args:
+        obj: the user's env (`accepts(obj)`).
+        config: the `env` settings.
+        params: unused (the env holds its settings).
+
+    Returns:
+        The `JumanjiEnv`.
+
+    Raises:
+        ConfigError: an auto-reset or vmap wrapper.
+    """
     env = obj
     while isinstance(env, jumanji_wrappers.Wrapper):
         if isinstance(env, REFUSED_WRAPPERS):

@@ -38,10 +38,28 @@ class NavixEnv(SuiteEnv):
         super().__init__(env_id, spaces.Discrete(len(env.action_set)), int(env.max_steps))
 
     def suite_reset(self, key: jax.Array):
+        """The suite's reset of one env.
+
+        Args:
+            key: a PRNG key.
+
+        Returns:
+            `(obs, state)`: navix's observation; navix's `Timestep`.
+        """
         timestep = self.env.reset(key)
         return timestep.observation, timestep
 
     def suite_step(self, key: jax.Array, inner: Any, action):
+        """The suite's step of one env.
+
+        Args:
+            key: a PRNG key.
+            inner: navix's `Timestep`.
+            action: the action, as `action_space()` gives it.
+
+        Returns:
+            `(obs, state, reward, terminated, truncated)`; reward, terminated and truncated `[]`.
+        """
         timestep = self.env._step(inner, jnp.asarray(action, jnp.int32))
         return (timestep.observation, timestep, timestep.reward,
                 timestep.step_type == StepType.TERMINATION,
@@ -49,6 +67,18 @@ class NavixEnv(SuiteEnv):
 
 
 def make(env_id: str, config: EnvConfig) -> NavixEnv:
+    """The navix env `env.name="navix/<id>"` names.
+
+    Args:
+        env_id: a navix id (`navix.registry()`).
+        config: the `env` settings (unused).
+
+    Returns:
+        The `NavixEnv`.
+
+    Raises:
+        ConfigError: an unknown id.
+    """
     registered = sorted(nx.registry())
     if env_id not in registered:
         raise ConfigError(f"env.name='navix/{env_id}' is not a Navix environment id; "
@@ -57,9 +87,26 @@ def make(env_id: str, config: EnvConfig) -> NavixEnv:
 
 
 def accepts(obj: Any) -> bool:
+    """Whether `obj` is a navix env this adapter wraps.
+
+    Args:
+        obj: a user's env object (`env.name=module:attr`).
+
+    Returns:
+        True when `wrap` takes it.
+    """
     return isinstance(obj, nx.Environment)
 
 
 def wrap(obj: Any, config: EnvConfig, params: Any = None) -> NavixEnv:
-    """A user's navix env (its settings, `max_steps` included, are the env's own fields)."""
+    """A user's navix env (its settings, `max_steps` included, are the env's own fields).
+
+    Args:
+        obj: the user's env (`accepts(obj)`).
+        config: the `env` settings.
+        params: unused (the env holds its settings).
+
+    Returns:
+        The `NavixEnv`.
+    """
     return NavixEnv(type(obj).__name__, obj)

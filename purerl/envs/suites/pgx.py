@@ -50,15 +50,41 @@ class PgxEnv(SuiteEnv):
         super().__init__(env_id, spaces.Discrete(num_actions), _default_max_steps(env))
 
     def suite_reset(self, key: jax.Array):
+        """The suite's reset of one env.
+
+        Args:
+            key: a PRNG key.
+
+        Returns:
+            `(obs, state)`: pgx's observation; pgx's `State`.
+        """
         state = self.env.init(key)
         return state.observation, state
 
     def suite_step(self, key: jax.Array, inner: Any, action):
+        """The suite's step of one env; the reward is the acting player's.
+
+        Args:
+            key: a PRNG key.
+            inner: pgx's `State`.
+            action: the action, as `action_space()` gives it.
+
+        Returns:
+            `(obs, state, reward, terminated, truncated)`; reward, terminated and truncated `[]`.
+        """
         state = self.env.step(inner, jnp.asarray(action, jnp.int32), key)
         reward = state.rewards[inner.current_player]
         return state.observation, state, reward, state.terminated, state.truncated
 
     def suite_action_mask(self, inner: Any) -> Optional[jax.Array]:
+        """pgx's legal actions, except for MinAtar (all legal: no mask).
+
+        Args:
+            inner: pgx's `State`.
+
+        Returns:
+            bool `[num_actions]`, or None.
+        """
         return inner.legal_action_mask if self.action_mask_size else None
 
 
@@ -82,6 +108,18 @@ def _single_player(name: str, env: "pgx.Env") -> "pgx.Env":
 
 
 def make(env_id: str, config: EnvConfig) -> PgxEnv:
+    """The Pgx env `env.name="pgx/<id>"` names.
+
+    Args:
+        env_id: a Pgx id (`pgx.available_envs()`).
+        config: the `env` settings (unused).
+
+    Returns:
+        The `PgxEnv`.
+
+    Raises:
+        ConfigError: an unknown id, the env not made, or a game of more than one player.
+    """
     available = list(pgx.available_envs())
     if env_id not in available:
         raise ConfigError(f"env.name='pgx/{env_id}' is not a Pgx environment id; "
@@ -95,9 +133,29 @@ def make(env_id: str, config: EnvConfig) -> PgxEnv:
 
 
 def accepts(obj: Any) -> bool:
+    """Whether `obj` is a Pgx env this adapter wraps.
+
+    Args:
+        obj: a user's env object (`env.name=module:attr`).
+
+    Returns:
+        True when `wrap` takes it.
+    """
     return isinstance(obj, pgx.Env)
 
 
 def wrap(obj: Any, config: EnvConfig, params: Any = None) -> PgxEnv:
-    """A user's single-player Pgx env."""
+    """A user's single-player Pgx env.
+
+    Args:
+        obj: the user's env (`accepts(obj)`).
+        config: the `env` settings.
+        params: unused.
+
+    Returns:
+        The `PgxEnv`.
+
+    Raises:
+        ConfigError: a game of more than one player.
+    """
     return PgxEnv(str(obj.id), _single_player(config.name, obj))

@@ -52,12 +52,22 @@ def _needs_menagerie(env_id: str) -> bool:
 
 
 def menagerie_path():
+    """Where Playground looks for MuJoCo Menagerie's clone.
+
+    Returns:
+        The `pathlib.Path`.
+    """
     from mujoco_playground._src import mjx_env
 
     return mjx_env.MENAGERIE_PATH
 
 
 def menagerie_commit() -> str:
+    """The Menagerie commit Playground pins.
+
+    Returns:
+        The commit's SHA, "?" when Playground names none.
+    """
     from mujoco_playground._src import mjx_env
 
     return str(getattr(mjx_env, "MENAGERIE_COMMIT_SHA", "?"))
@@ -71,10 +81,18 @@ class PlaygroundEnv(BraxEnv):
 
     @property
     def playground_env(self):
+        """The Playground env (held as `brax_env`)."""
         return self.brax_env
 
     def policy_obs(self, obs: Any) -> Any:
-        """A `{state, privileged_state}` dict's `state` (the critic's extra is not used)."""
+        """A `{state, privileged_state}` dict's `state` (the critic's extra is not used).
+
+        Args:
+            obs: a Playground `State`'s obs: an array, or a dict of them.
+
+        Returns:
+            `obs["state"]` for that dict, else `obs`.
+        """
         if isinstance(obs, dict) and "state" in obs and "privileged_state" in obs:
             return obs["state"]
         return obs
@@ -88,6 +106,19 @@ def _time_limit(env_config) -> Tuple[int, int]:
 
 
 def make(env_id: str, config: EnvConfig) -> PlaygroundEnv:
+    """The MuJoCo Playground env `env.name="playground/<id>"` names.
+
+    Args:
+        env_id: a Playground id (`registry.ALL_ENVS`).
+        config: the `env` settings; `backend` the MJX implementation (empty: `DEFAULT_IMPL`).
+
+    Returns:
+        The `PlaygroundEnv`.
+
+    Raises:
+        ConfigError: an unknown id or implementation, Menagerie's models missing, or the env not
+            made.
+    """
     from mujoco_playground import registry
 
     valid = tuple(registry.ALL_ENVS)
@@ -132,13 +163,35 @@ def _innermost(obj):
 
 
 def accepts(obj) -> bool:
-    """A Playground `MjxEnv`, raw or inside Brax's or Playground's wrappers."""
+    """A Playground `MjxEnv`, raw or inside Brax's or Playground's wrappers.
+
+    Args:
+        obj: a user's env object (`env.name=module:attr`).
+
+    Returns:
+        True when `wrap` takes it.
+    """
     from mujoco_playground import MjxEnv
 
     return isinstance(_innermost(obj), MjxEnv)
 
 
 def wrap(obj, config: EnvConfig, params: Any = None) -> PlaygroundEnv:
+    """A user's Playground env: Brax's and Playground's training wrappers taken off, its time
+    limit from Brax's `EpisodeWrapper` or else the env's config.
+
+    Args:
+        obj: the user's env (`accepts(obj)`).
+        config: the `env` settings.
+        params: unused.
+
+    Returns:
+        The `PlaygroundEnv`.
+
+    Raises:
+        ConfigError: a wrapper that vmaps randomized models, or `env.backend` other than
+            the env's implementation.
+    """
     from mujoco_playground import wrapper
 
     name = config.name

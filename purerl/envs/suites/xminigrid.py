@@ -61,12 +61,31 @@ class XMiniGridEnv(SuiteEnv):
         return self.params.replace(ruleset=ruleset)
 
     def suite_reset(self, key: jax.Array):
+        """The suite's reset of one env.
+
+        Args:
+            key: a PRNG key.
+
+        Returns:
+            `(obs, state)`: the egocentric view, uint8 `[view_size, view_size, 2]`;
+                xminigrid's `TimeStep`.
+        """
         key_ruleset, key_reset = jax.random.split(key)
         timestep = self.env.reset(self._params_for(key_ruleset), key_reset)
         return timestep.observation, timestep
 
     def suite_step(self, key: jax.Array, inner: Any, action):
         # The step reads goal and rules from the state, not from params.ruleset.
+        """The suite's step of one env.
+
+        Args:
+            key: a PRNG key.
+            inner: xminigrid's `TimeStep`.
+            action: the action, as `action_space()` gives it.
+
+        Returns:
+            `(obs, state, reward, terminated, truncated)`; reward, terminated and truncated `[]`.
+        """
         timestep = self.env.step(self.params, inner, jnp.asarray(action, jnp.int32))
         last = timestep.step_type == StepType.LAST
         terminated = last & (timestep.discount == 0.0)
@@ -102,7 +121,18 @@ def _load_benchmark(full_id: str, benchmark_name: str):
 
 
 def make(env_id: str, config: EnvConfig) -> XMiniGridEnv:
-    """`<id>`, or for an XLand env `<id>/<benchmark>` or `<id>/<benchmark>/<ruleset index>`."""
+    """`<id>`, or for an XLand env `<id>/<benchmark>` or `<id>/<benchmark>/<ruleset index>`.
+
+    Args:
+        env_id: the id, `<id>[/<benchmark>[/<ruleset index>]]`.
+        config: the `env` settings (unused).
+
+    Returns:
+        The `XMiniGridEnv`.
+
+    Raises:
+        ConfigError: an unknown id, benchmark or ruleset, or a benchmark that does not load.
+    """
     base_id, _, rest = env_id.partition("/")
     registered = xminigrid.registered_environments()
     if base_id not in registered:
@@ -137,10 +167,30 @@ def make(env_id: str, config: EnvConfig) -> XMiniGridEnv:
 
 
 def accepts(obj: Any) -> bool:
+    """Whether `obj` is a XLand-MiniGrid env this adapter wraps.
+
+    Args:
+        obj: a user's env object (`env.name=module:attr`).
+
+    Returns:
+        True when `wrap` takes it.
+    """
     return isinstance(obj, XMiniGridEnvironment)
 
 
 def wrap(obj: Any, config: EnvConfig, params: Any = None) -> XMiniGridEnv:
-    """A user's xminigrid env, with its `EnvParams` (`params`; default: `default_params()`)."""
+    """A user's xminigrid env, with its `EnvParams` (`params`; default: `default_params()`).
+
+    Args:
+        obj: the user's env (`accepts(obj)`).
+        config: the `env` settings.
+        params: its `EnvParams`; None: `obj.default_params()`.
+
+    Returns:
+        The `XMiniGridEnv`.
+
+    Raises:
+        ValueError: `params.max_steps` is None.
+    """
     params = obj.default_params() if params is None else params
     return XMiniGridEnv(type(obj).__name__, obj, params)
