@@ -1,5 +1,6 @@
 """docs/architecture.md is the map of the code, kept true: every module, function and class it
-names exists, and every module of purerl/ has its row in the layer table.
+names exists, every module of purerl/ has its row in the layer table, and the diagram's layers
+are the table's rows, its dashed arrows every import from a layer up to a higher one.
 
 A name is read from the page's code spans and, in its code blocks, where it begins with a
 module's name. Modules are imported, nothing is compiled."""
@@ -8,6 +9,7 @@ import ast
 import importlib
 import inspect
 import re
+from graphlib import TopologicalSorter
 
 from conftest import REPO
 
@@ -203,3 +205,61 @@ def test_every_module_has_its_row_in_the_layer_table():
     assert not missing, ("modules the layer table of docs/architecture.md does not place: "
                          + ", ".join(missing))
 
+
+def imports(module):
+    """The modules of purerl's that `module` imports, at its top or in a function; not those
+    imported for annotations only (under `if TYPE_CHECKING:`)."""
+    tree = ast.parse(PATHS[module].read_text())
+    skipped = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
+               and ast.unparse(node.test).endswith("TYPE_CHECKING")
+               for statement in node.body for n in ast.walk(statement)}
+    found = set()
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.update(f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in PATHS
+                         else node.module for a in node.names)
+    return {m for m in found if m in PATHS and m != module}
+
+
+def diagram():
+    """The mermaid diagram's layers, in the order of its solid arrows, and its dashed arrows:
+    {(from layer, to layer): label}."""
+    _, blocks = page()
+    assert len(blocks.get("mermaid", [])) == 1, "docs/architecture.md has one mermaid diagram"
+    block = blocks["mermaid"][0]
+    labels = dict(re.findall(r'(\w+)\["([^"]+)"\]', block))
+    chain = re.findall(r"(\w+)(?:\[\"[^\"]*\"\])?\s*-->", block)
+    last = re.findall(r"-->\s*(\w+)", block)[-1:]
+    dashed = {(labels[a], labels[b]): label
+              for a, label, b in re.findall(r'(\w+)\s*-\.->\|"([^"]+)"\|\s*(\w+)', block)}
+    return [labels[n] for n in chain + last], dashed
+
+
+def test_the_diagram_draws_the_layers_and_every_upward_import():
+    rows = layers()
+    order = [layer for layer, _ in rows]
+    chain, dashed = diagram()
+    assert chain == order, f"the diagram's layers {chain} are not the table's {order}"
+    level = {m: i for i, (_, modules) in enumerate(rows) for m in modules}
+    upward = {}
+    for module in level:
+        for imported in imports(module):
+            if imported in level and level[imported] < level[module]:
+                upward.setdefault((order[level[module]], order[level[imported]]), []).append(
+                    (PATHS[module], PATHS[imported]))
+    assert set(dashed) == set(upward), (
+        f"the diagram's dashed arrows {sorted(dashed)} are not the imports up a layer: "
+        + "; ".join(f"{a.relative_to(REPO)} imports {b.relative_to(REPO)}"
+                    for pairs in upward.values() for a, b in pairs))
+    named = [[str(p.relative_to(REPO / "purerl")) for p in pair] + [dashed[layers]]
+             for layers, pairs in upward.items() for pair in pairs]
+    unnamed = [f"{a} imports {b}" for a, b, label in named if a not in label or b not in label]
+    assert not unnamed, "the dashed arrows' labels do not name: " + ", ".join(unnamed)
+
+
+def test_the_modules_import_no_cycle():
+    TopologicalSorter({m: imports(m) for m in PATHS}).prepare()  # CycleError names one
