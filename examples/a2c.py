@@ -65,4 +65,4 @@ def make_a2c(config, env, env_params, **parts) -> purerl.Algorithm:
         scalars = {name: value for name, value in metrics.scalars.items() if name != "clip_eps"}
         return state, metrics._replace(scalars=scalars)
 
-    return purerl.Algorithm(a2c.init, update)
+    return a2c._replace(update=update)  # PPO's init and agent

@@ -70,4 +70,4 @@ def make_kl_ppo(config, env, env_params, **parts) -> purerl.Algorithm:
         metrics = metrics._replace(scalars={**scalars, "kl_beta": beta})
         return state._replace(hparams=state.hparams._replace(extra=new_beta)), metrics
 
-    return purerl.Algorithm(init, update)
+    return ppo._replace(init=init, update=update)  # PPO's agent: evaluation acts with it

@@ -41,6 +41,7 @@ from purerl.envs.normalization import Normalizer
 from purerl.schedules import HyperParams
 
 if TYPE_CHECKING:  # the learner and PPO import this module
+    from purerl.agent import Agent
     from purerl.config import Config
     from purerl.learner import Optimizer
     from purerl.losses import LossTerm
@@ -148,11 +149,16 @@ class Algorithm(NamedTuple):
             of the state with True there and False elsewhere (default: PPO's,
             `RUNNER_STATE_ENVS_AXIS`). When a seed's envs are split over devices,
             `shard_map` splits those leaves and gives every device the others whole.
+        agent: the `purerl.agent.Agent` whose network `RunnerState.params` are the
+            parameters of: evaluation, `python -m purerl.evaluate`, `purerl.load` and export
+            act with it. None: the agent the settings describe (`make_agent`), which
+            `make_ppo`'s is.
     """
 
     init: Callable[[jax.Array, HyperParams], RunnerState]
     update: Callable[[RunnerState], Tuple[RunnerState, Metrics]]
     envs_axis: Any = RUNNER_STATE_ENVS_AXIS
+    agent: Optional[Agent] = None
 
 
 class MakeAlgorithm(Protocol):

@@ -96,7 +96,6 @@ def compile_programs(config: Config, program, key,
     import jax
     import numpy as np
 
-    from purerl.agent import make_agent
     from purerl.envs import make_env
     from purerl.evaluation import make_evaluator
     from purerl.parallel import map_seeds
@@ -118,9 +117,7 @@ def compile_programs(config: Config, program, key,
     def after_chunk(lowered):
         return pool.submit(_compile_after, compiling_chunk, lowered)
 
-    env, env_params = make_env(config.env)
-    agent = make_agent(config.env, config.network, env, env_params, program.network, program.plan)
-    evaluator = make_evaluator(agent, env_params, config.eval)
+    evaluator = make_evaluator(program.agent, make_env(config.env)[1], config.eval)
     evaluate = after_chunk(jax.jit(map_seeds(evaluator.evaluate, config.num_members)).lower(
         state.params, state.normalizer.obs, eval_keys(config, key)))
     pbt = None

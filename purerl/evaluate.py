@@ -87,7 +87,6 @@ def evaluate_run(args: EvaluateArgs) -> Dict[str, Dict[str, float]]:
     import jax
     import numpy as np
 
-    from purerl.agent import make_agent
     from purerl.envs import make_env
     from purerl.evaluation import make_evaluator, with_evaluation
     from purerl.parallel import map_seeds
@@ -112,8 +111,7 @@ def evaluate_run(args: EvaluateArgs) -> Dict[str, Dict[str, float]]:
                           "pip install 'purerl[render]'")
 
     env, env_params = make_env(config.env)
-    evaluator = make_evaluator(make_agent(config.env, config.network, env, env_params),
-                               env_params, config.eval)
+    evaluator = make_evaluator(saved.agent, env_params, config.eval)
     eval_key = jax.random.key(args.seed)
     result = jax.jit(map_seeds(evaluator.evaluate, members))(
         state.params, state.normalizer.obs, jax.random.split(eval_key, members))

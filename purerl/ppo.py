@@ -136,7 +136,7 @@ def make_ppo(
         return new_state, metrics
 
     return Algorithm(init=_make_init(agent, learner, env_params, num_envs, impl, axis_name),
-                     update=update)
+                     update=update, agent=agent)
 
 
 def _make_init(agent: Agent, learner: Learner, env_params, num_envs: int, impl: str,

@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import NamedSharding, PartitionSpec as P
 
+from purerl.agent import Agent, make_agent
 from purerl.algorithm import Algorithm, MakeAlgorithm, Metrics, RunnerState
 from purerl.config import Config, env_devices
 from purerl.envs import make_env
@@ -50,7 +51,8 @@ class Program(NamedTuple):
             `RunnerState` (`jit`'s `out_shardings` of `init`), so that the programs taking a
             state can be lowered before `init` is compiled.
         plan: the faster paths its programs take on their platform.
-        network: the user's network given from Python, for evaluation; or None.
+        agent: the agent that the algorithm acts with (`Algorithm.agent`, else the one the
+            settings describe), which evaluation and `purerl.load` act with.
         given: the objects given from Python or chosen for them (algorithm, network, loss
             terms, optimizer, plan); compiled programs are reused only for the same ones.
     """
@@ -62,7 +64,7 @@ class Program(NamedTuple):
     num_devices: int
     state_sharding: object
     plan: ExecutionPlan
-    network: object = None
+    agent: Agent = None
     given: Tuple = ()
 
 
@@ -154,7 +156,8 @@ def make_program(config: Config, chunk: Optional[int] = None, *,
         state_sharding=jax.tree.map(lambda spec: NamedSharding(mesh, spec), state_spec,
                                     is_leaf=lambda x: isinstance(x, P)),
         plan=plan,
-        network=network,
+        agent=(make_agent(config.env, config.network, env, env_params, network, plan)
+               if algo.agent is None else algo.agent),
         given=(algorithm, network, *loss_terms, optimizer, plan),
     )
 

@@ -16,6 +16,7 @@ from purerl.checkpoint import BEST, CHECKPOINTS, Checkpoints, config_record
 from purerl.config import RESUMABLE_CHANGES, Config, ConfigError, flat_settings
 
 if TYPE_CHECKING:  # for the type alone
+    from purerl.agent import Agent
     from purerl.algorithm import RunnerState
 
 log = logging.getLogger("purerl")
@@ -145,12 +146,14 @@ class SavedRun(NamedTuple):
         config: the config the run was saved with.
         state: the `RunnerState`, leaves `[S, ...]` on this process's first device.
         record: the checkpoint's record.
+        agent: the agent its algorithm acts with (`purerl.program.Program.agent`).
     """
 
     update: int
     config: Config
     state: RunnerState
     record: Dict
+    agent: Agent
 
 
 def restore_run(run_dir: Path, which: str = "final", **given) -> SavedRun:
@@ -177,9 +180,10 @@ def restore_run(run_dir: Path, which: str = "final", **given) -> SavedRun:
         config = load_config(record)
         # On this process's first device, whatever devices the run was saved from.
         device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
+        program = make_program(config, **given)
         like = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=device),
-                            jax.eval_shape(make_program(config, **given).init, jax.random.key(0)))
+                            jax.eval_shape(program.init, jax.random.key(0)))
         update, state, record = checkpoints.restore_intact(update, like)
     finally:
         checkpoints.close()
-    return SavedRun(update, config, state, record)
+    return SavedRun(update, config, state, record, program.agent)

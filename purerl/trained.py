@@ -49,6 +49,8 @@ class TrainedPolicy:
         env_params: the env's params.
         base_env: the env inside `env`'s wrappers.
         network: the user's network the run was given from Python, or None.
+        agent: the agent the run's algorithm acts with (`Algorithm.agent`; `load` gives it);
+            None: the one the settings and `network` describe (`purerl.agent.make_agent`).
     """
 
     config: Config
@@ -60,10 +62,12 @@ class TrainedPolicy:
     env_params: Any
     base_env: Any = dataclasses.field(repr=False)  # the env inside `env`'s wrappers
     network: Any = dataclasses.field(default=None, repr=False)  # a user's, given from Python
+    # the agent its algorithm acts with (`purerl.load`: the run's); None: the settings' one
+    agent: Any = dataclasses.field(default=None, repr=False)
 
     def __post_init__(self):
-        self._agent = make_agent(self.config.env, self.config.network, self.base_env,
-                                 self.env_params, self.network)
+        self._agent = self.agent if self.agent is not None else make_agent(
+            self.config.env, self.config.network, self.base_env, self.env_params, self.network)
         self._act = jax.jit(self.apply)
 
     @property
@@ -259,5 +263,6 @@ def load(run_dir, checkpoint: str = "final", member: Optional[int] = None,
     state = jax.tree.map(lambda x: jnp.asarray(x[member]), saved.state)
     env, env_params = make_env(saved.config.env)
     return TrainedPolicy(saved.config, state.params, state.normalizer.obs, member, saved.update,
-                         wrap_env(env, saved.config.env, env_params), env_params, env, network)
+                         wrap_env(env, saved.config.env, env_params), env_params, env, network,
+                         saved.agent)
 

@@ -1,6 +1,8 @@
-"""An algorithm of a user's for the tests: PPO with a loss term that logs `ppo.clip_eps` as
-read from the config when the algorithm was built (a Python number baked into the program)."""
+"""Algorithms of a user's for the tests: PPO with a loss term that logs `ppo.clip_eps` as
+read from the config when the algorithm was built (a Python number baked into the program);
+PPO on a network that the algorithm chooses."""
 
+import custom_networks
 import jax.numpy as jnp
 
 import purerl
@@ -16,3 +18,9 @@ def clip_eps_read_at_build(config, env, env_params, **parts) -> purerl.Algorithm
 
     loss_terms = [logs_clip_eps, *parts.pop("loss_terms", ())]
     return purerl.make_ppo(config, env, env_params, loss_terms=loss_terms, **parts)
+
+
+def ppo_on_its_own_network(config, env, env_params, **parts) -> purerl.Algorithm:
+    """`purerl.make_ppo` on `custom_networks.small`, which the algorithm chooses whatever the
+    `network` settings say."""
+    return purerl.make_ppo(config, env, env_params, **{**parts, "network": custom_networks.small})

@@ -4,13 +4,15 @@ from Python and through the command line, with everything downstream (evaluation
 checkpoints, resume, `purerl.load`)."""
 
 import json
+import subprocess
+import sys
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import resume_from_checkpoint, run_cli, tiny_config
+from conftest import REPO, cli_env, resume_from_checkpoint, run_cli, run_cli_ok, tiny_config
 
 import purerl
 from purerl.config import ConfigError
@@ -203,6 +205,27 @@ def test_an_algorithm_of_ones_own_through_the_command_line(tmp_path):
     assert np.mean(returns) > 150
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["eval_return"]["1.0"] > 150
+
+
+def test_evaluation_and_load_act_with_the_algorithms_own_agent(tmp_path):
+    """An algorithm that trains a network of its choosing (not the `network` settings'):
+    the run's evaluation, `python -m purerl.evaluate` and `purerl.load` act with that
+    algorithm's agent, read from the program rather than rebuilt from the settings."""
+    run_cli_ok("+env=cartpole", "algorithm=custom_algorithms:ppo_on_its_own_network",
+               "total_timesteps=512", "ppo.num_steps=32", "eval.num_episodes=2",
+               "log.progress=false", "log.tensorboard=false", f"hydra.run.dir={tmp_path}")
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["eval_return"]["1.0"] > 0
+    policy = purerl.load(tmp_path)
+    assert set(policy.params["params"]) == {"network"}  # custom_networks.small's Dense layers
+    assert set(policy.params["params"]["network"]) == {"Dense_0", "Dense_1", "Dense_2"}
+    obs, _ = policy.env.reset(jax.random.key(0), policy.env_params)
+    assert policy.act(obs[None])[0].shape == (1,)
+    evaluated = subprocess.run([sys.executable, "-m", "purerl.evaluate", f"run={tmp_path}",
+                                "episodes=2"], cwd=REPO, env=cli_env(), capture_output=True,
+                               text=True, timeout=600)
+    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+    assert "temperature" in evaluated.stdout
 
 
 def test_a2c_an_algorithm_that_is_not_ppo_solves_cartpole(tmp_path):
