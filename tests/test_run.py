@@ -77,7 +77,7 @@ def test_run_writes_evals_checkpoints_events_and_plot(trained_run):
                                       "0.0": rows[-1]["eval_return/0.0"]}
     scalars = read_scalars(trained_run)
     assert [step for step, _ in scalars["eval_return/0.0"]] == [1024, 2048, 3072, 4096]
-    assert len(scalars["policy_loss"]) == 32
+    assert len(scalars["loss/policy_loss"]) == 32
     assert (trained_run / "learning_curve.png").read_bytes()[:8] == PNG_MAGIC
     assert sorted(int(p.name) for p in (trained_run / CHECKPOINTS).iterdir()
                   if p.name.isdigit()) == [16, 24, 32]
