@@ -181,7 +181,7 @@ def default_optimizer(hp: HyperParams) -> optax.GradientTransformation:
 
     Returns:
         The optimizer; its state `(EmptyState(), ScaleByAdamState(count [], mu, nu),
-        EmptyState())`, `mu` and `nu` param trees.
+            EmptyState())`, `mu` and `nu` param trees.
     """
     return make_optimizer(hp.max_grad_norm, hp.lr)
 
@@ -449,7 +449,15 @@ def _term_metrics(term: LossTerm, loss: jax.Array, metrics: Dict[str, jax.Array]
 def nonfinite_bits(*checked: Tuple[Any, int]) -> jax.Array:
     """The OR of the `bit`s of those `(tree, bit)` pairs whose tree has a non-finite float
     leaf, an int32 scalar: one reduction over all the leaves raveled together, not one per
-    leaf or per tree."""
+    leaf or per tree.
+
+    Args:
+        *checked: `(tree, bit)` pairs: a pytree whose float leaves are checked, and the bit
+            (1, 2, 4, ... of `NONFINITE_QUANTITIES`) it sets.
+
+    Returns:
+        An int32 `[]`, the OR of the bits of the trees with a NaN or an infinity.
+    """
     leaves, segments = [], []  # segments: (number of float values, bit) per tree
     for tree, bit in checked:
         floats = [leaf.ravel().astype(jnp.float32) for leaf in jax.tree.leaves(tree)
@@ -466,5 +474,12 @@ def nonfinite_bits(*checked: Tuple[Any, int]) -> jax.Array:
 
 
 def nonfinite_names(mask: int) -> list:
-    """The quantities named by a NaN-guard bit mask."""
+    """The quantities named by a NaN-guard bit mask.
+
+    Args:
+        mask: the OR of `NONFINITE_QUANTITIES`' bits (`Metrics.nonfinite`).
+
+    Returns:
+        Their names, in `NONFINITE_QUANTITIES`' order.
+    """
     return [name for bit, name in enumerate(NONFINITE_QUANTITIES) if mask >> bit & 1]

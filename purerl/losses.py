@@ -145,7 +145,15 @@ def normalize_advantages(advantages: jax.Array, axis_name: Optional[str] = None)
     """(A - mean) / (std + 1e-8) over the last axis (a minibatch: `[..., N]`), with the
     statistics pooled across `axis_name` devices. The variance is that of A - mean, the pooled
     mean subtracted first: E[A^2] - E[A]^2 in float32 loses every digit once |mean| / std
-    passes about 1e3 (large rewards, a value function behind)."""
+    passes about 1e3 (large rewards, a value function behind).
+
+    Args:
+        advantages: float `[..., N]`.
+        axis_name: the device axis whose samples the statistics pool; None on one device.
+
+    Returns:
+        The normalized advantages `[..., N]`.
+    """
     def pooled_mean(x):
         x = x.mean(axis=-1, keepdims=True)
         return x if axis_name is None else jax.lax.pmean(x, axis_name)

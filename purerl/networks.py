@@ -192,7 +192,14 @@ def _user_actor_critic(label: str, user: UserNetwork, net: NetworkConfig, spec: 
 def with_policy_kernels(variables):
     """`variables` (flax's, `{"params": ...}`) with the policy tower's kernels of `ActorCritic`'s
     batched towers sliced out once (`TOWER_KERNELS`), for a loop that runs the policy at every
-    step; unchanged for a network without batched towers."""
+    step; unchanged for a network without batched towers.
+
+    Args:
+        variables: the network's variables, `{"params": ...}`.
+
+    Returns:
+        The variables with the policy tower's kernels under `TOWER_KERNELS` as well.
+    """
     towers = variables["params"].get("towers")
     if towers is None:
         return variables
@@ -234,10 +241,12 @@ def make_network(net: NetworkConfig, spec: ActionSpec, obs_shape: Sequence[int],
         plan: the execution plan (`conv_patch_matmul`).
 
     Returns:
-        A `UserActorCritic` around the user's network (`network`, or `net.factory`); else a
-        `RecurrentActorCritic` when `net.rnn` names a cell, else an `ActorCritic`. Raises
-        ConfigError when a CNN does not fit the observations or a user's network gives other
-        shapes than purerl needs.
+        A `UserActorCritic` around the user's network (`network`, or `net.factory`); else
+            a `RecurrentActorCritic` when `net.rnn` names a cell, else an `ActorCritic`.
+
+    Raises:
+        ConfigError: a CNN does not fit the observations, or a user's network gives other
+            shapes than purerl needs.
     """
     obs_shape = tuple(obs_shape)
     if network is not None or net.factory is not None:

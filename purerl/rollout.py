@@ -69,7 +69,16 @@ def draws_resets_ahead(agent: Agent, num_steps: int, num_envs: int) -> bool:
     """Whether a rollout of `num_steps` x `num_envs` takes its auto-resets drawn before the
     scan (T x B env states held at once): for envs that can take them, up to the plan's
     `resets_ahead` (on CPU, where each random op inside the loop is a small loop of its own
-    per step)."""
+    per step).
+
+    Args:
+        agent: the agent whose envs step (`agent.draw_resets`, `agent.plan`).
+        num_steps: the rollout's steps T.
+        num_envs: its envs B.
+
+    Returns:
+        Whether `RolloutNoise.reset_keys` `[T, B]` are drawn.
+    """
     return (agent.draw_resets is not None
             and num_steps * num_envs <= agent.plan.resets_ahead)
 
@@ -86,6 +95,20 @@ def rollout(agent: Agent, params, env_state, obs: jax.Array, obs_stats, env_para
     computed apart for the rest (`_next_values`). A recurrent policy's next value reads the
     carry after the step, not reset: the true next observation of an episode's last step
     continues that episode.
+
+    Args:
+        agent: the agent (`purerl.agent.make_agent`): its network, policy and vmapped envs.
+        params: the network's parameters.
+        env_state: the envs' states `[B]`.
+        obs: their current observations `[B, *obs_shape]`.
+        obs_stats: the running observation statistics (`normalizer.obs`).
+        env_params: the env's params.
+        noise: the rollout's randomness (`RolloutNoise`), `[T, B, ...]`.
+        memory: a recurrent policy's memory `[B]`; None for a feed-forward one.
+
+    Returns:
+        The `Rollout`: its `Transition` `[T, B]`, the envs' state and observations after the
+            last step, the memory after it, and the sums of the episodes that ended `[B]`.
     """
     policy = agent.policy
     num_steps, num_envs = noise.action_noise.shape[:2]
