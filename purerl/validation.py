@@ -20,6 +20,8 @@ from purerl.config import (
     Config,
     ConfigError,
     DistributedConfig,
+    EnvConfig,
+    NetworkConfig,
     ScheduleConfig,
     SweepConfig,
     env_devices,
@@ -43,7 +45,20 @@ def validate(config: Config, num_devices: Optional[int] = 1) -> Config:
     Raises:
         ConfigError: the first setting that does not fit, in one line naming it and its value.
     """
-    env, ppo = config.env, config.ppo
+    _validate_run(config)
+    _validate_env(config.env)
+    _validate_ppo(config)
+    _validate_outputs(config)
+    _validate_network(config.network)
+    _validate_import_paths(config)
+    if num_devices is not None:
+        check_devices(config, num_devices)
+    return config
+
+
+def _validate_run(config: Config) -> None:
+    """The env's name, the seeds, devices, plan, chunk length, PRNG and log interval."""
+    env = config.env
     if not env.name:
         raise ConfigError("env.name is empty: pass +env=<preset>, or +env=gymnax "
                           "env.name=<gymnax id or module:attr>")
@@ -60,6 +75,10 @@ def validate(config: Config, num_devices: Optional[int] = 1) -> Config:
     if config.prng_impl not in PRNG_IMPLS:
         raise ConfigError(f"prng_impl={config.prng_impl!r} is not one of {', '.join(PRNG_IMPLS)}")
     _positive("log_every", config.log_every)
+
+
+def _validate_env(env: EnvConfig) -> None:
+    """The `env` settings' sizes and clips."""
     _positive("env.num_envs", env.num_envs)
     _positive("env.frame_stack", env.frame_stack)
     if not 0 <= env.reset_pool < env.num_envs:
@@ -68,6 +87,12 @@ def validate(config: Config, num_devices: Optional[int] = 1) -> Config:
     for key in ("clip_obs", "clip_reward"):
         if not getattr(env, key) > 0:
             raise ConfigError(f"env.{key}={getattr(env, key)} must be > 0")
+
+
+def _validate_ppo(config: Config) -> None:
+    """The `ppo` settings: the batch's sizes, the hyperparameters' ranges, sweep, PBT and
+    schedules."""
+    env, ppo = config.env, config.ppo
     for key in ("num_steps", "num_epochs", "num_minibatches"):
         _positive(f"ppo.{key}", getattr(ppo, key))
     _check_minibatches(config, env.num_envs, num_devices=1)
@@ -90,6 +115,10 @@ def validate(config: Config, num_devices: Optional[int] = 1) -> Config:
         )
     for name in SCHEDULED_HYPERPARAMS:
         _validate_schedule(f"ppo.schedule.{name}", config.schedule(name))
+
+
+def _validate_outputs(config: Config) -> None:
+    """Evaluation, checkpoints, `stop_at_return`, `distributed` and the compile cache."""
     _validate_eval_and_checkpoint(config)
     if config.stop_at_return is not None and not math.isfinite(config.stop_at_return):
         raise ConfigError(f"stop_at_return={config.stop_at_return} must be a finite return, or "
@@ -98,9 +127,16 @@ def validate(config: Config, num_devices: Optional[int] = 1) -> Config:
     if config.compile_cache is not None and not config.compile_cache.strip():
         raise ConfigError(f"compile_cache={config.compile_cache!r} is empty: give a directory, "
                           "auto (the default) or null (no cache)")
-    net = config.network
+
+
+def _validate_network(net: NetworkConfig) -> None:
+    """The `network` settings: the MLP, convolutions, embedding, memory and factory."""
     if not net.hidden_sizes or any(size <= 0 for size in net.hidden_sizes):
         raise ConfigError(f"network.hidden_sizes={list(net.hidden_sizes)} must be positive sizes")
+    if net.activation not in ACTIVATIONS:
+        raise ConfigError(
+            f"network.activation={net.activation!r} is not one of {', '.join(ACTIVATIONS)}"
+        )
     for key in ("conv_kernels", "conv_strides", "conv_padding"):
         entries, layers = len(getattr(net, key)), len(net.conv_channels)
         if entries != layers:
@@ -124,6 +160,10 @@ def validate(config: Config, num_devices: Optional[int] = 1) -> Config:
     if net.factory is not None and not is_import_path(net.factory):
         raise ConfigError(f"network.factory={net.factory!r} must name a function as "
                           "pkg.module:function")
+
+
+def _validate_import_paths(config: Config) -> None:
+    """The `pkg.module:name` settings: the algorithm, loss terms and events."""
     if config.algorithm is not None and not is_import_path(config.algorithm):
         raise ConfigError(f"algorithm={config.algorithm!r} must name a function as "
                           "pkg.module:function")
@@ -134,13 +174,6 @@ def validate(config: Config, num_devices: Optional[int] = 1) -> Config:
     for event in config.events:
         if not is_import_path(event):
             raise ConfigError(f"events: {event!r} must name an Event class as pkg.module:Class")
-    if net.activation not in ACTIVATIONS:
-        raise ConfigError(
-            f"network.activation={net.activation!r} is not one of {', '.join(ACTIVATIONS)}"
-        )
-    if num_devices is not None:
-        check_devices(config, num_devices)
-    return config
 
 
 def check_devices(config: Config, num_devices: int) -> None:
