@@ -151,7 +151,23 @@ class MakeLearner(Protocol):
                  num_epochs: int, num_minibatches: int, prng_impl: str,
                  stop_rule: Optional[StopRule] = None, axis_name: Optional[str] = None,
                  optimizer: Optional[Optimizer] = None) -> Learner:
-        """The learner; its arguments as `make_learner` documents them."""
+        """The learner of `loss_terms`.
+
+        Args:
+            agent: the agent whose network the terms are computed with.
+            loss_terms: the terms summed into each minibatch's loss.
+            batch_size: the samples `N` of a batch `[N, ...]` (a recurrent one's env
+                sequences `B`).
+            num_epochs: the passes over the batch.
+            num_minibatches: the minibatches of each pass.
+            prng_impl: the PRNG implementation of the shuffle's bits.
+            stop_rule: when to end an update's steps early; None: never.
+            axis_name: the device axis gradients are averaged over; None on one device.
+            optimizer: the factory of the optimizer; None: `default_optimizer`.
+
+        Returns:
+            The `Learner`, as `make_learner` documents it.
+        """
 
 
 def make_optimizer(max_grad_norm, lr) -> optax.GradientTransformation:

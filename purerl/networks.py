@@ -91,7 +91,16 @@ class ActorCritic(ActorCriticBase):
 
     def policy(self, obs: jax.Array, batch_ndim: int = 1) -> Any:
         """The actor alone: `__call__`'s policy output (batched towers: the policy tower only;
-        a shared trunk computes what the value head would also read)."""
+        a shared trunk computes what the value head would also read).
+
+        Args:
+            obs: observations `[*batch, *obs_shape]`.
+            batch_ndim: how many leading axes of `obs` are batch axes.
+
+        Returns:
+            The policy output: logits `[*batch, num_outputs]`, or a Gaussian's `(mean,
+                log_std)`, each `[*batch, num_outputs]`.
+        """
         x = self._flat(obs, batch_ndim)
         if self._batched_towers:
             head = self.towers(x, tower=self.POLICY_TOWER)
@@ -101,7 +110,15 @@ class ActorCritic(ActorCriticBase):
 
     def value(self, obs: jax.Array, batch_ndim: int = 1) -> jax.Array:
         """The critic alone: `[*batch, *obs_shape] -> [*batch]` (batched towers: the value
-        tower only)."""
+        tower only).
+
+        Args:
+            obs: observations `[*batch, *obs_shape]`.
+            batch_ndim: how many leading axes of `obs` are batch axes.
+
+        Returns:
+            The value `[*batch]`.
+        """
         x = self._flat(obs, batch_ndim)
         if self._batched_towers:
             value = self.towers(x, tower=1)[:, 0]
@@ -128,7 +145,15 @@ class UserActorCritic(nn.Module):
     @nn.compact
     def __call__(self, obs: jax.Array, batch_ndim: int = 1) -> Tuple[Any, ...]:
         """`[*batch, *obs_shape]` -> `(policy output, value [*batch], *extras)`; a Gaussian
-        policy's output is `(mean, log_std)`, each `[*batch, num_outputs]`."""
+        policy's output is `(mean, log_std)`, each `[*batch, num_outputs]`.
+
+        Args:
+            obs: observations `[*batch, *obs_shape]`.
+            batch_ndim: how many leading axes of `obs` are batch axes.
+
+        Returns:
+            `(policy output, value [*batch], *extras)`.
+        """
         batch = obs.shape[:batch_ndim]
         flat = obs.reshape(math.prod(batch), *obs.shape[batch_ndim:]).astype(jnp.float32)
         policy_head, value, *extras = self.network(flat)
@@ -139,11 +164,27 @@ class UserActorCritic(nn.Module):
         return (head, value.reshape(batch), *extras)
 
     def policy(self, obs: jax.Array, batch_ndim: int = 1) -> Any:
-        """`__call__`'s policy output alone."""
+        """`__call__`'s policy output alone.
+
+        Args:
+            obs: observations `[*batch, *obs_shape]`.
+            batch_ndim: how many leading axes of `obs` are batch axes.
+
+        Returns:
+            The policy output, as `__call__` gives it.
+        """
         return self(obs, batch_ndim)[0]
 
     def value(self, obs: jax.Array, batch_ndim: int = 1) -> jax.Array:
-        """`__call__`'s value alone: `[*batch]`."""
+        """`__call__`'s value alone.
+
+        Args:
+            obs: observations `[*batch, *obs_shape]`.
+            batch_ndim: how many leading axes of `obs` are batch axes.
+
+        Returns:
+            The value `[*batch]`.
+        """
         return self(obs, batch_ndim)[1]
 
 
