@@ -10,6 +10,7 @@ which evaluation never updates. Every temperature plays from the same start stat
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Callable, NamedTuple, Optional, Sequence
 
 import jax
@@ -116,81 +117,95 @@ def make_evaluator(agent: Agent, env_params, settings: EvalConfig) -> "Evaluator
             of `states` (leaves `[max_steps, ...]`), `rewards` float32 `[max_steps]` and
             `dones` bool `[max_steps]` (the steps after the first done are not the episode's).
     """
-    spec, policy = agent.spec, agent.policy
-    reset_envs, step_envs = agent.reset_envs, agent.step_envs
     num_episodes, max_steps = settings.num_episodes, eval_max_steps(settings, env_params)
     temperatures = jnp.asarray(settings.temperatures, jnp.float32)
-
-    def play(params, obs_stats: RunningMeanStd, key, temperature) -> EvalResult:
-        impl, words = jax.random.key_impl(key), jax.random.key_data(key).shape[-1]
-        step_key, reset_keys = (keys_from_bits(bits, impl) for bits in draw_bits(
-            key, (words,), (num_episodes, words)))
-        obs, env_state = reset_envs(reset_keys, env_params)
-        restarts = draw_restarts(reset_keys)
-        zeros = jnp.zeros((num_episodes,), jnp.float32)
-        init = (jnp.int32(0), step_key, obs, env_state, agent.initial_memory(num_episodes),
-                jnp.ones((num_episodes,), bool), zeros, zeros)
-
-        def running(carry):
-            t, *_, alive, _, _ = carry
-            return (t < max_steps) & alive.any()
-
-        def step(carry):
-            t, key, obs, env_state, memory, alive, total, length = carry
-            key, obs, env_state, memory, reward, done = act(
-                params, obs_stats, obs, env_state, memory, temperature, key, restarts)
-            total = total + jnp.where(alive, reward, 0.0)
-            length = length + alive
-            return t + 1, key, obs, env_state, memory, alive & ~done, total, length
-
-        *_, total, length = jax.lax.while_loop(running, step, init)
-        return EvalResult(total.mean(), length.mean())
-
-    def draw_restarts(reset_keys):
-        """The states an env whose episode ended restarts from, its episode's own first
-        state (None: the env draws its resets itself): an ended episode is never played on,
-        so its restart needs no random draw."""
-        return None if agent.draw_resets is None else agent.draw_resets(reset_keys, env_params)
-
-    def act(params, obs_stats, obs, env_state, memory, temperature, key, restarts):
-        """One step of every env `[N]`: (next key, obs, env_state, memory, reward float32
-        [N], done [N]); a recurrent policy's memory starts a new episode after `done`. The
-        step's randomness is one draw of `key`'s bits."""
-        num = jax.tree.leaves(env_state)[0].shape[0]
-        impl, words = jax.random.key_impl(key), jax.random.key_data(key).shape[-1]
-        next_key, noise, env_keys = draw_bits(key, (words,), policy.noise_shape((num,)),
-                                              (num, words))
-        policy_out, _, carry = agent.policy_step(params, obs_stats, obs, memory)
-        action = policy.sample(policy_out, policy.noise_from_bits(noise), temperature)
-        obs, env_state, reward, terminated, truncated, _ = step_envs(
-            keys_from_bits(env_keys, impl), env_state, spec.to_env(action), env_params, restarts)
-        done = terminated | truncated
-        if memory is not None:
-            memory = Memory(carry, done)
-        return (keys_from_bits(next_key, impl), obs, env_state, memory,
-                reward.astype(jnp.float32), done)
+    play = functools.partial(_play, agent, env_params, num_episodes, max_steps)
 
     def evaluate(params, obs_stats: RunningMeanStd, key: jax.Array) -> EvalResult:
         return jax.vmap(play, in_axes=(None, None, None, 0))(with_policy_kernels(params),
                                                               obs_stats, key, temperatures)
 
     def record(params, obs_stats: RunningMeanStd, key: jax.Array, temperature) -> Episode:
-        """One episode of `max_steps` steps at most, for rendering."""
-        reset_key, step_key = jax.random.split(key)
-        obs, env_state = reset_envs(reset_key[None], env_params)
-        restarts = draw_restarts(reset_key[None])
-
-        step_params = with_policy_kernels(params)
-
-        def step(carry, _):
-            key, obs, env_state, memory = carry
-            before = env_state
-            key, obs, env_state, memory, reward, done = act(
-                step_params, obs_stats, obs, env_state, memory, temperature, key, restarts)
-            return (key, obs, env_state, memory), (unwrap_state(before), reward[0], done[0])
-
-        _, (states, rewards, dones) = jax.lax.scan(
-            step, (step_key, obs, env_state, agent.initial_memory(1)), None, max_steps)
-        return Episode(jax.tree.map(lambda x: x[:, 0], states), rewards, dones)
+        return _record(agent, env_params, max_steps, params, obs_stats, key, temperature)
 
     return Evaluator(evaluate, record)
+
+
+def _play(agent: Agent, env_params, num_episodes: int, max_steps: int, params,
+          obs_stats: RunningMeanStd, key: jax.Array, temperature) -> EvalResult:
+    """`num_episodes` episodes `[E]` at `temperature`, each of at most `max_steps` steps, in
+    one loop that ends when all have."""
+    impl, words = jax.random.key_impl(key), jax.random.key_data(key).shape[-1]
+    step_key, reset_keys = (keys_from_bits(bits, impl) for bits in draw_bits(
+        key, (words,), (num_episodes, words)))
+    obs, env_state = agent.reset_envs(reset_keys, env_params)
+    restarts = _draw_restarts(agent, env_params, reset_keys)
+    zeros = jnp.zeros((num_episodes,), jnp.float32)
+    init = (jnp.int32(0), step_key, obs, env_state, agent.initial_memory(num_episodes),
+            jnp.ones((num_episodes,), bool), zeros, zeros)
+
+    def running(carry):
+        t, *_, alive, _, _ = carry
+        return (t < max_steps) & alive.any()
+
+    def step(carry):
+        t, key, obs, env_state, memory, alive, total, length = carry
+        key, obs, env_state, memory, reward, done = _act(
+            agent, env_params, params, obs_stats, obs, env_state, memory, temperature, key,
+            restarts)
+        total = total + jnp.where(alive, reward, 0.0)
+        length = length + alive
+        return t + 1, key, obs, env_state, memory, alive & ~done, total, length
+
+    *_, total, length = jax.lax.while_loop(running, step, init)
+    return EvalResult(total.mean(), length.mean())
+
+
+def _record(agent: Agent, env_params, max_steps: int, params, obs_stats: RunningMeanStd,
+            key: jax.Array, temperature) -> Episode:
+    """One episode of `max_steps` steps at most, for rendering."""
+    reset_key, step_key = jax.random.split(key)
+    obs, env_state = agent.reset_envs(reset_key[None], env_params)
+    restarts = _draw_restarts(agent, env_params, reset_key[None])
+    step_params = with_policy_kernels(params)
+
+    def step(carry, _):
+        key, obs, env_state, memory = carry
+        before = env_state
+        key, obs, env_state, memory, reward, done = _act(
+            agent, env_params, step_params, obs_stats, obs, env_state, memory, temperature, key,
+            restarts)
+        return (key, obs, env_state, memory), (unwrap_state(before), reward[0], done[0])
+
+    _, (states, rewards, dones) = jax.lax.scan(
+        step, (step_key, obs, env_state, agent.initial_memory(1)), None, max_steps)
+    return Episode(jax.tree.map(lambda x: x[:, 0], states), rewards, dones)
+
+
+def _draw_restarts(agent: Agent, env_params, reset_keys: jax.Array):
+    """The states an env whose episode ended restarts from, its episode's own first state
+    (None: the env draws its resets itself): an ended episode is never played on, so its
+    restart needs no random draw."""
+    return None if agent.draw_resets is None else agent.draw_resets(reset_keys, env_params)
+
+
+def _act(agent: Agent, env_params, params, obs_stats, obs, env_state, memory: Optional[Memory],
+         temperature, key: jax.Array, restarts):
+    """One step of every env `[N]`: (next key, obs, env_state, memory, reward float32 [N],
+    done [N]); a recurrent policy's memory starts a new episode after `done`. The step's
+    randomness is one draw of `key`'s bits."""
+    policy = agent.policy
+    num = jax.tree.leaves(env_state)[0].shape[0]
+    impl, words = jax.random.key_impl(key), jax.random.key_data(key).shape[-1]
+    next_key, noise, env_keys = draw_bits(key, (words,), policy.noise_shape((num,)),
+                                          (num, words))
+    policy_out, _, carry = agent.policy_step(params, obs_stats, obs, memory)
+    action = policy.sample(policy_out, policy.noise_from_bits(noise), temperature)
+    obs, env_state, reward, terminated, truncated, _ = agent.step_envs(
+        keys_from_bits(env_keys, impl), env_state, agent.spec.to_env(action), env_params,
+        restarts)
+    done = terminated | truncated
+    if memory is not None:
+        memory = Memory(carry, done)
+    return (keys_from_bits(next_key, impl), obs, env_state, memory,
+            reward.astype(jnp.float32), done)
