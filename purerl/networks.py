@@ -38,7 +38,9 @@ class NetworkFactory(Protocol):
         Returns:
             A flax module mapping observations `[B, *obs_shape]` to `(policy_out, value [B],
                 *extras)`: logits `[B, action_spec.num_outputs]` or Gaussian means `[B,
-                action_dim]`; extras go to the loss terms.
+                action_dim]`; extras go to the loss terms. A module with memory has an int
+                attribute `carry_size` C and maps `(carry [B, C], obs)` to `(carry [B, C],
+                policy_out, value [B])` (`UserRecurrentActorCritic`).
         """
 
 
@@ -188,15 +190,109 @@ class UserActorCritic(nn.Module):
         return self(obs, batch_ndim)[1]
 
 
+class UserRecurrentActorCritic(nn.Module):
+    """A user's flax module with memory as purerl's recurrent actor-critic. The module has an
+    int attribute `carry_size` C and maps `(carry [B, C], obs [B, *obs_shape])` to
+    `(carry [B, C], policy_out, value [B])`, `policy_out` as `UserActorCritic`'s. Every
+    episode starts from zeros: purerl zeroes the carry of an env whose observation is its
+    episode's first before the module reads it, as the built-in GRU's (`purerl.recurrent`).
+
+    `__call__(carry, obs, first)`, `unroll(carry, obs [T, B, ...], first [T, B])` and
+    `value(carry, obs, first)` as `RecurrentActorCritic`'s, which the rollout, the sequence
+    learner and evaluation call alike.
+    """
+
+    network: nn.Module
+    num_outputs: int
+    carry_size: int
+    gaussian: bool = False
+    shared = True  # one call gives the policy and the value
+
+    def setup(self):
+        """flax's setup: a Gaussian policy's state-independent log-std."""
+        if self.gaussian:
+            self.log_std = self.param("log_std", nn.initializers.zeros, (self.num_outputs,))
+
+    def initial_carry(self, batch: Tuple[int, ...]) -> jax.Array:
+        """The carry at an episode's start.
+
+        Args:
+            batch: the leading shape, e.g. `(B,)`.
+
+        Returns:
+            float32 zeros `[*batch, carry_size]`.
+        """
+        return jnp.zeros((*batch, self.carry_size), jnp.float32)
+
+    def unroll(self, carry: jax.Array, obs: jax.Array, first: jax.Array):
+        """`T` steps of the module.
+
+        Args:
+            carry: `[B, C]` before the first step.
+            obs: the network's inputs `[T, B, *obs_shape]`.
+            first: bool `[T, B]`: the step starts an episode (the carry is zeroed before it).
+
+        Returns:
+            `(carry [B, C], policy_out [T, B, num_outputs], value [T, B])`; a Gaussian's
+                policy output is `(mean, log_std)`.
+        """
+        def step(module, carry, inputs):
+            obs, first = inputs
+            carry = jnp.where(first[:, None], 0.0, carry)
+            carry, head, value = module.network(carry, obs.astype(jnp.float32))[:3]
+            return carry, (head, value)
+
+        if first.shape[0] == 1:
+            carry, outputs = step(self, carry, (obs[0], first[0]))
+            head, value = jax.tree.map(lambda x: x[None], outputs)
+        else:  # flax's scan: the params are the same at every step
+            scan = nn.scan(step, variable_broadcast="params", split_rngs={"params": False})
+            carry, (head, value) = scan(self, carry, (obs, first))
+        if self.gaussian:
+            head = (head, jnp.broadcast_to(self.log_std, head.shape))
+        return carry, head, value
+
+    def __call__(self, carry: jax.Array, obs: jax.Array, first: jax.Array):
+        """One step.
+
+        Args:
+            carry: `[B, C]`.
+            obs: `[B, *obs_shape]`.
+            first: bool `[B]`.
+
+        Returns:
+            `(carry [B, C], policy_out [B, num_outputs], value [B])`.
+        """
+        carry, policy_out, value = self.unroll(carry, obs[None], first[None])
+        return carry, jax.tree.map(lambda x: x[0], policy_out), value[0]
+
+    def value(self, carry: jax.Array, obs: jax.Array, first: jax.Array) -> jax.Array:
+        """V of one step's observations after `carry`.
+
+        Args:
+            carry: `[B, C]`.
+            obs: `[B, *obs_shape]`.
+            first: bool `[B]`.
+
+        Returns:
+            float32 `[B]`.
+        """
+        return self(carry, obs, first)[2]
+
+
+# The recurrent actor-critics: acting with one needs a `Memory`
+RECURRENT = (RecurrentActorCritic, UserRecurrentActorCritic)
+
+
 def _user_actor_critic(label: str, user: UserNetwork, net: NetworkConfig, spec: ActionSpec,
-                       obs_shape: Tuple[int, ...]) -> UserActorCritic:
+                       obs_shape: Tuple[int, ...]) -> nn.Module:
     """The user's network (a module, or a factory called with the observation shape, the
-    action spec and the network settings), checked on a batch of 2 observations; raises
-    ConfigError naming the shapes when they are not what purerl needs."""
+    action spec and the network settings), checked on a batch of 2 observations: a
+    `UserActorCritic`, or a `UserRecurrentActorCritic` for a module with a `carry_size`;
+    raises ConfigError naming the shapes when they are not what purerl needs."""
     if net.rnn is not None:
-        raise ConfigError(f"network.rnn={net.rnn} and {label}: a user's network is "
-                          "feed-forward (env.frame_stack gives it a history); leave network.rnn "
-                          "null")
+        raise ConfigError(f"network.rnn={net.rnn} and {label}: a user's network has the memory "
+                          "it has (a carry_size and a carry in and out); leave network.rnn null")
     module = user
     if not isinstance(user, nn.Module):
         try:
@@ -209,24 +305,38 @@ def _user_actor_critic(label: str, user: UserNetwork, net: NetworkConfig, spec: 
     if not isinstance(module, nn.Module):
         raise ConfigError(f"{label} returned {type(module).__name__}, not a flax module")
     gaussian = spec.kind == "gaussian"
+    carry_size = getattr(module, "carry_size", None)
+    if carry_size is not None and (not isinstance(carry_size, int) or carry_size <= 0):
+        raise ConfigError(f"{label}: its network's carry_size={carry_size!r} must be a positive "
+                          "int (the width of the carry it takes and returns)")
     obs = jax.ShapeDtypeStruct((2, *obs_shape), jnp.float32)
+    inputs = (obs,) if carry_size is None else (
+        jax.ShapeDtypeStruct((2, carry_size), jnp.float32), obs)
+    shown = f"observations [2, {', '.join(map(str, obs_shape))}]" + (
+        "" if carry_size is None else f" after a carry [2, {carry_size}]")
     try:
-        outputs = jax.eval_shape(lambda o: module.init_with_output(jax.random.key(0), o)[0], obs)
+        outputs = jax.eval_shape(
+            lambda *args: module.init_with_output(jax.random.key(0), *args)[0], *inputs)
     except Exception as error:
-        raise ConfigError(f"{label}: its network fails on observations [2, "
-                          f"{', '.join(map(str, obs_shape))}]: {' '.join(str(error).split())}") \
-            from None
-    if not isinstance(outputs, (tuple, list)) or len(outputs) < 2:
+        raise ConfigError(f"{label}: its network fails on {shown}: "
+                          f"{' '.join(str(error).split())}") from None
+    names = "(policy_out, value, ...)" if carry_size is None else "(carry, policy_out, value)"
+    if not isinstance(outputs, (tuple, list)) or len(outputs) < len(inputs) + 1:
         raise ConfigError(f"{label}: its network returns {type(outputs).__name__}; purerl needs "
-                          "a tuple (policy_out, value, ...)")
+                          f"a tuple {names}")
     want = ((2, spec.num_outputs), (2,))
-    got = tuple(tuple(getattr(x, "shape", ())) for x in outputs[:2])
-    if got != want:
+    got = tuple(tuple(getattr(x, "shape", ())) for x in outputs[len(inputs) - 1:][:2])
+    carry_out = tuple(getattr(outputs[0], "shape", ())) if carry_size is not None else None
+    if got != want or carry_out not in (None, (2, carry_size)):
         what = "means" if gaussian else "logits"
+        carries = "" if carry_size is None else f"carry {list(carry_out)}, "
+        wanted = "" if carry_size is None else f"carry [2, {carry_size}], "
         raise ConfigError(
-            f"{label}: its network maps observations {list(obs.shape)} to policy output "
-            f"{list(got[0])} and value {list(got[1])}; purerl needs {what} {list(want[0])} "
-            f"and value {list(want[1])}")
+            f"{label}: its network maps {shown} to {carries}policy output {list(got[0])} and "
+            f"value {list(got[1])}; purerl needs {wanted}{what} {list(want[0])} and value "
+            f"{list(want[1])}")
+    if carry_size is not None:
+        return UserRecurrentActorCritic(module, spec.num_outputs, carry_size, gaussian)
     return UserActorCritic(module, spec.num_outputs, gaussian)
 
 
@@ -282,8 +392,9 @@ def make_network(net: NetworkConfig, spec: ActionSpec, obs_shape: Sequence[int],
         plan: the execution plan (`conv_patch_matmul`).
 
     Returns:
-        A `UserActorCritic` around the user's network (`network`, or `net.factory`); else
-            a `RecurrentActorCritic` when `net.rnn` names a cell, else an `ActorCritic`.
+        A `UserActorCritic` around the user's network (`network`, or `net.factory`), or a
+            `UserRecurrentActorCritic` when that module has a `carry_size`; else a
+            `RecurrentActorCritic` when `net.rnn` names a cell, else an `ActorCritic`.
 
     Raises:
         ConfigError: a CNN does not fit the observations, or a user's network gives other

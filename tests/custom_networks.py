@@ -27,3 +27,26 @@ def value_with_axis(obs_shape, action_spec, network_config):
 def too_few_logits(obs_shape, action_spec, network_config):
     """One logit fewer than the actions need: refused before training."""
     return _TwoHeads(action_spec.num_outputs - 1)
+
+
+class _Memory(nn.Module):
+    """A carry of `carry_size` in, one of `out_size` out."""
+
+    num_outputs: int
+    carry_size: object = 4
+    out_size: int = 4
+
+    @nn.compact
+    def __call__(self, carry, obs):
+        x = nn.tanh(nn.Dense(self.out_size)(obs.reshape(obs.shape[0], -1)))
+        return x, nn.Dense(self.num_outputs)(x), nn.Dense(1)(x)[:, 0]
+
+
+def carry_grows(obs_shape, action_spec, network_config):
+    """A network with memory whose carry out is wider than its carry in: refused."""
+    return _Memory(action_spec.num_outputs, carry_size=4, out_size=6)
+
+
+def carry_size_not_an_int(obs_shape, action_spec, network_config):
+    """`carry_size` 2.5: refused."""
+    return _Memory(action_spec.num_outputs, carry_size=2.5)

@@ -68,6 +68,10 @@ def test_a_users_network_from_python_trains_on_each_action_space(env_name, kind)
      r"maps observations \[2, 4\] to policy output \[2, 2\] and value \[2, 3\]; purerl needs "
      r"logits \[2, 2\] and value \[2\]"),
     ("custom_networks:too_few_logits", r"policy output \[2, 1\] .* needs logits \[2, 2\]"),
+    ("custom_networks:carry_grows",
+     r"maps observations \[2, 4\] after a carry \[2, 4\] to carry \[2, 6\], policy output "
+     r"\[2, 2\] and value \[2\]; purerl needs carry \[2, 4\], logits \[2, 2\]"),
+    ("custom_networks:carry_size_not_an_int", r"carry_size=2.5 must be a positive int"),
     ("custom_networks:nowhere", "custom_networks' has no callable 'nowhere'"),
     ("no_such_module:fn", "cannot import 'no_such_module'"),
     ("not a path", "must name a function as pkg.module:function"),
@@ -102,8 +106,8 @@ def test_a_network_given_from_python_runs_evaluates_and_loads(tmp_path):
     assert set(policy.evaluate(episodes=2)) == {"1.0", "0.0"}
 
 
-def test_a_recurrent_user_network_is_refused():
-    with pytest.raises(ConfigError, match="network.rnn=gru and network.factory=.*feed-forward"):
+def test_network_rnn_with_a_users_network_is_refused():
+    with pytest.raises(ConfigError, match="network.rnn=gru and network.factory=.*leave "):
         preflight(["+env=cartpole", "network=gru", "network.factory=custom_networks:small"])
 
 

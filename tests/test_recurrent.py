@@ -95,6 +95,31 @@ def test_a_gru_learns_what_a_feed_forward_policy_cannot(make_config):
     assert returns[None] <= 0.75, returns
 
 
+def test_a_users_network_with_memory_learns_what_a_feed_forward_policy_cannot(
+        make_config, tmp_path):
+    """examples/networks.py's `gru_memory` (a flax GRUCell of the user's, `carry_size` 16):
+    the sequence learner trains it on Recall to the bar a built-in GRU meets; through the
+    command line it evaluates, and `purerl.load` acts with its carry."""
+    factory = "examples.networks:gru_memory"
+    config = make_config(**{**RECALL, "network.rnn": None, "network.factory": factory,
+                            "total_timesteps": 50 * 96})
+    _, metrics = jax.jit(make_train(config))(jax.random.key(0))
+    assert float(np.mean(np.asarray(metrics.episode_return)[0, -10:])) >= 0.95
+
+    run_cli_ok("+env=cartpole", f"network.factory={factory}", "network.rnn_size=8",
+               *TINY_GRU[2:], "total_timesteps=256", f"hydra.run.dir={tmp_path}")
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["eval_return"] is not None
+    policy = purerl.load(tmp_path)
+    carry = policy.initial_carry(3)
+    assert policy.recurrent and carry.shape == (3, 8)
+    obs, _ = jax.vmap(policy.env.reset, in_axes=(0, None))(jax.random.split(jax.random.key(0), 3),
+                                                           policy.env_params)
+    action, carry = policy.act(obs, carry)
+    assert action.shape == (3,) and carry.shape == (3, 8)
+    assert np.abs(np.asarray(carry)).sum() > 0
+
+
 def test_recurrent_chunked_run_is_bit_identical_to_one_shot_train(make_config):
     config = make_config(**{**RECALL, "total_timesteps": 5 * 96, "num_seeds": 2})
     program = make_program(config, chunk=2)
