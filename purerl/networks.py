@@ -16,7 +16,7 @@ from purerl.config import ConfigError, NetworkConfig
 from purerl.layers import MLP, TOWER_KERNELS, ActorCriticBase, conv_output_size, dense
 from purerl.plan import PLAIN, ExecutionPlan
 from purerl.plugins import load_callable
-from purerl.recurrent import RecurrentActorCritic
+from purerl.recurrent import RecurrentActorCritic, scan_steps
 from purerl.spaces import ActionSpec
 
 
@@ -242,12 +242,7 @@ class UserRecurrentActorCritic(nn.Module):
             carry, head, value = module.network(carry, obs.astype(jnp.float32))[:3]
             return carry, (head, value)
 
-        if first.shape[0] == 1:
-            carry, outputs = step(self, carry, (obs[0], first[0]))
-            head, value = jax.tree.map(lambda x: x[None], outputs)
-        else:  # flax's scan: the params are the same at every step
-            scan = nn.scan(step, variable_broadcast="params", split_rngs={"params": False})
-            carry, (head, value) = scan(self, carry, (obs, first))
+        carry, (head, value) = scan_steps(step, self, carry, (obs, first))
         if self.gaussian:
             head = (head, jnp.broadcast_to(self.log_std, head.shape))
         return carry, head, value

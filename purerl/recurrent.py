@@ -109,6 +109,27 @@ def cell_step(kind: str, weights: CellWeights, state: jax.Array,
     return jnp.concatenate([c, h], axis=-1), h
 
 
+def scan_steps(step, module: nn.Module, carry, inputs):
+    """`step(module, carry, inputs_t) -> (carry, outputs_t)` over the leading axis `T` of
+    `inputs`, with the module's params the same at every step (flax's `nn.scan`); one step is
+    called directly.
+
+    Args:
+        step: one step of `module`.
+        module: the module whose params the steps read.
+        carry: the carry before the first step.
+        inputs: a tree of `[T, ...]` arrays.
+
+    Returns:
+        `(carry after the last step, outputs stacked [T, ...])`.
+    """
+    if jax.tree.leaves(inputs)[0].shape[0] == 1:
+        carry, outputs = step(module, carry, jax.tree.map(lambda x: x[0], inputs))
+        return carry, jax.tree.map(lambda x: x[None], outputs)
+    scan = nn.scan(step, variable_broadcast="params", split_rngs={"params": False})
+    return scan(module, carry, inputs)
+
+
 class RecurrentActorCritic(ActorCriticBase):
     """The actor-critic with a cell (`cell`: gru | lstm, `rnn_size` units) between the torso
     and the heads: torso (MLP, CNN or serialized, as `ActorCritic`'s), cell, then the linear
@@ -200,12 +221,7 @@ class RecurrentActorCritic(ActorCriticBase):
             value = module.value_head(outputs[-1])[:, 0]
             return states.swapaxes(0, 1).reshape(carry.shape), (head, value)
 
-        if first.shape[0] == 1:
-            carry, outputs = step(self, carry, (obs[0], first[0]))
-            return carry, *jax.tree.map(lambda x: x[None], outputs)
-        # flax's scan: the params are the same at every step
-        scan = nn.scan(step, variable_broadcast="params", split_rngs={"params": False})
-        carry, outputs = scan(self, carry, (obs, first))
+        carry, outputs = scan_steps(step, self, carry, (obs, first))
         return carry, *outputs
 
     def unroll(self, carry: jax.Array, obs: jax.Array, first: jax.Array):
