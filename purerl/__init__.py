@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib
 
-from purerl.config import Config, ConfigError
+from purerl.config import Config, ConfigError, hyperparameter
 from purerl.gymnax_import import defer_gymnax_plotting
 from purerl.validation import validate
 from purerl.version import __version__
@@ -44,7 +44,7 @@ _LAZY = {  # name -> the module that defines it
     "export_policy": "purerl.exporting",
 }
 
-__all__ = ["Config", "ConfigError", "validate", "__version__", *_LAZY]
+__all__ = ["Config", "ConfigError", "hyperparameter", "validate", "__version__", *_LAZY]
 
 
 def __getattr__(name: str):

@@ -7,10 +7,10 @@ and PBT read its state. The contract:
 - `RunnerState.params` are the parameters of the agent's network (`purerl.agent.make_agent`),
   which evaluation and `purerl.load` act with, the observations standardized with
   `normalizer.obs`; `hparams` are the member's hyperparameters, which PBT copies and perturbs
-  (an algorithm's own go in `HyperParams.extra`); the leaves that `Algorithm.envs_axis` names
-  (PPO's: `env_state`, `obs`, `normalizer.returns` and `memory`) have the envs' axis `[B, ...]`,
-  which `shard_map` splits over devices when a seed's envs are split; every other leaf is the
-  seed's own. Checkpoints hold the whole state.
+  (an algorithm's own, which its settings declare, in `HyperParams.extra`); the leaves that
+  `Algorithm.envs_axis` names (PPO's: `env_state`, `obs`, `normalizer.returns` and `memory`)
+  have the envs' axis `[B, ...]`, which `shard_map` splits over devices when a seed's envs are
+  split; every other leaf is the seed's own. Checkpoints hold the whole state.
 - `Metrics` are one update's scalars: the episode statistics and NaN-guard bits the run reads,
   and the algorithm's own `scalars` by name, written to metrics.jsonl, TensorBoard and W&B as
   they are named.
@@ -164,11 +164,20 @@ class Algorithm(NamedTuple):
 class MakeAlgorithm(Protocol):
     """What `algorithm=pkg.module:make_fn` names, or `make_program(config, algorithm=make_fn)`
     takes: builds the algorithm of one seed on one device. `purerl.make_ppo` is one; a
-    variant usually wraps it (examples/kl_penalty.py, examples/a2c.py)."""
+    variant usually wraps it (examples/kl_penalty.py, examples/a2c.py).
+
+    A factory with settings of its own declares them as `make_fn.settings`, a dataclass type
+    whose fields are the `algorithm.<key>` settings (checked against the fields' defaults
+    before anything compiles; its `__post_init__` may check more). A field whose default is
+    `purerl.hyperparameter(value)` is a hyperparameter: a float32 array in
+    `HyperParams.extra[name]`, which `sweep.algorithm.<name>` sweeps inside one program and
+    `pbt.hparams=[algorithm.<name>]` evolves.
+    """
 
     def __call__(self, config: Config, env: Any, env_params: Any, *, num_envs: int,
                  axis_name: Optional[str], network: Any, loss_terms: Sequence[LossTerm],
-                 optimizer: Optional[Optimizer], plan: ExecutionPlan) -> Algorithm:
+                 optimizer: Optional[Optimizer], plan: ExecutionPlan,
+                 **settings: Any) -> Algorithm:
         """The algorithm.
 
         Args:
@@ -183,6 +192,9 @@ class MakeAlgorithm(Protocol):
             loss_terms: the user's loss terms (`ppo.loss_terms`, `make_program(loss_terms=)`).
             optimizer: a user's `purerl.learner.Optimizer`, or None for the default.
             plan: the faster paths to take (`purerl.plan.ExecutionPlan`).
+            **settings: `settings=`, an instance of `make_fn.settings` from the run's
+                `algorithm.<key>` settings and its defaults, its hyperparameters None (their
+                values are arrays in `hparams.extra`); given only when it declares settings.
 
         Returns:
             The `Algorithm(init, update)`, pure functions of arrays.

@@ -237,6 +237,7 @@ class Generation(Event):
         from purerl.distributed import to_host, writes_files
         from purerl.logging.plots import plot_pbt
         from purerl.pbt import PBT_STREAM, generation_fitness, generation_row
+        from purerl.schedules import hyperparam
 
         config, history, generation = run.config, run.history, run.update // self.every
         window = slice(run.update - self.every, run.update)
@@ -245,7 +246,7 @@ class Generation(Event):
         run.state, source = run.programs.pbt(run.state, fitness, key)
         names = config.pbt.evolving(config.sweep)
         source, hparams = to_host(  # one gather from every process
-            (source, {name: getattr(run.state.hparams, name) for name in names}))
+            (source, {name: hyperparam(run.state.hparams, name) for name in names}))
         row = generation_row(run.update, generation, fitness, np.asarray(source), hparams, names)
         if writes_files():
             with (run.run_dir / PBT_LOG).open("a") as file:

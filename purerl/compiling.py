@@ -99,13 +99,11 @@ def compile_programs(config: Config, program, key,
     from purerl.envs import make_env
     from purerl.evaluation import make_evaluator
     from purerl.parallel import map_seeds
-    from purerl.schedules import member_hyperparams
-
     start = time.perf_counter()
     pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="compile")
 
     lowered_init = jax.jit(program.init, out_shardings=program.state_sharding).lower(
-        key, member_hyperparams(config))
+        key, program.hyperparams)
     compiling_init = pool.submit(_compiled_at, lowered_init)
     state = jax.tree.map(
         lambda sharding, shapes: jax.tree.map(

@@ -7,6 +7,7 @@ after `validate` nothing mutates a `Config`. Derived sizes are properties, never
 from __future__ import annotations
 
 import itertools
+import numbers
 import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, NamedTuple, Optional
@@ -27,6 +28,10 @@ RESUMABLE_CHANGES = ("log_every", "log", "eval", "checkpoint", "resume", "init_f
 # The hyperparameters a sweep may vary inside one program (arrays in it, not shapes).
 SWEEPABLE = ("lr", "gamma", "gae_lambda", "clip_eps", "ent_coef", "vf_coef", "max_grad_norm",
              "target_kl")
+# How a sweep, PBT and summary.json name an algorithm's own hyperparameter: `algorithm.<name>`
+ALGORITHM_PREFIX = "algorithm."
+# The metadata key that marks a field of an algorithm's settings as a hyperparameter
+HYPERPARAMETER = "purerl.hyperparameter"
 
 
 class Suite(NamedTuple):
@@ -198,15 +203,22 @@ class SweepConfig:
     vf_coef: Optional[List[float]] = None
     max_grad_norm: Optional[List[float]] = None
     target_kl: Optional[List[float]] = None
+    # An algorithm's own hyperparameters (`purerl.hyperparameter`), `algorithm.<name>` in the
+    # grid: `sweep.algorithm.kl_beta=[0.5,1.0]`
+    algorithm: Dict[str, List[float]] = field(default_factory=dict)
 
     def swept(self) -> Dict[str, List[float]]:
-        """The given lists, in SWEEPABLE order.
+        """The given lists: PPO's in SWEEPABLE order, then the algorithm's own in the order
+        given.
 
         Returns:
-            `{name: values}` of the swept hyperparameters; empty without a sweep.
+            `{name: values}` of the swept hyperparameters (an algorithm's own named
+                `algorithm.<name>`); empty without a sweep.
         """
-        return {name: list(getattr(self, name)) for name in SWEEPABLE
-                if getattr(self, name) is not None}
+        ppo = {name: list(getattr(self, name)) for name in SWEEPABLE
+               if getattr(self, name) is not None}
+        return {**ppo, **{ALGORITHM_PREFIX + name: list(values)
+                          for name, values in self.algorithm.items()}}
 
     def grid(self) -> List[Dict[str, float]]:
         """The grid points: one {name: value} per combination, the last name varying fastest;
@@ -266,6 +278,8 @@ class Config:
         distributed: `DistributedConfig`, joining the processes of a multi-host run.
         sweep: `SweepConfig`, hyperparameter values trained at once.
         pbt: `PBTConfig`, population-based training of the members.
+        algorithm: the algorithm: `name` (`pkg.module:make_fn`, None for PPO) and the
+            settings of its own that `make_fn.settings` declares (`purerl.algorithm`).
     """
 
     seed: int = 0
@@ -294,9 +308,12 @@ class Config:
     # End the run once the mean return over the members reaches this (after an evaluation when
     # eval.every > 0, else after a logged update); null: train all total_timesteps
     stop_at_return: Optional[float] = None
-    # "pkg.module:make_fn": an algorithm of a user's in place of PPO (`purerl.algorithm`),
-    # `make_fn(config, env, env_params, **parts) -> Algorithm(init, update)`; null: PPO
-    algorithm: Optional[str] = None
+    # The algorithm: `name`, "pkg.module:make_fn", an algorithm of a user's in place of PPO
+    # (`purerl.algorithm`), `make_fn(config, env, env_params, **parts) -> Algorithm(init,
+    # update)`, null: PPO; every other key one of the settings its `make_fn.settings` declares.
+    # `Config(algorithm="pkg.module:make_fn")`, as the command line's `algorithm=...`, is
+    # `{"name": "pkg.module:make_fn"}`.
+    algorithm: Dict[str, Any] = field(default_factory=lambda: {"name": None})
     # Events of a user's, "pkg.module:Cls" each: `Cls()` (no arguments) is a `purerl.Event`,
     # run between chunks after the evaluation and before the log, before those given to
     # `purerl.run(events=...)`
@@ -315,6 +332,20 @@ class Config:
     # progress, metrics) lasts at most about this many seconds of training, and at most 1/50 of
     # the run
     chunk_s: float = 30.0
+
+    def __post_init__(self):
+        if self.algorithm is None or isinstance(self.algorithm, str):  # the short spelling
+            self.algorithm = {"name": self.algorithm}
+
+    @property
+    def algorithm_name(self) -> Optional[str]:
+        """`algorithm.name`: the `pkg.module:make_fn` of a user's algorithm, None for PPO."""
+        return self.algorithm.get("name")
+
+    @property
+    def algorithm_settings(self) -> Dict[str, Any]:
+        """The `algorithm.<key>` settings other than `name`: the algorithm's own, by key."""
+        return {key: value for key, value in self.algorithm.items() if key != "name"}
 
     @property
     def num_members(self) -> int:
@@ -360,6 +391,47 @@ class Config:
                 gae_lambda, as `schedule` gives each.
         """
         return {name: self.schedule(name) for name in SCHEDULED_HYPERPARAMS}
+
+
+def hyperparameter(default: float) -> Any:
+    """A field of an algorithm's settings (`MakeAlgorithm.settings`) that is a hyperparameter:
+    a float32 `[]` array in `HyperParams.extra[name]` rather than a Python number, so that
+    `sweep.algorithm.<name>` sweeps it inside one program and `pbt.hparams=[algorithm.<name>]`
+    evolves it. Use it as a dataclass field's default: `kl_beta: float =
+    purerl.hyperparameter(1.0)`.
+
+    Args:
+        default: its base value when `algorithm.<name>` is not given.
+
+    Returns:
+        A `dataclasses.field` marked with `HYPERPARAMETER`.
+    """
+    return field(default=float(default), metadata={HYPERPARAMETER: True})
+
+
+def number_problem(value: Any, kind: str, default: Any) -> str:
+    """What `value` must be to replace a number setting of kind `kind` whose default is
+    `default`, or "" when it fits: a bool for a bool; an integer for an integer; a number for
+    a float; not negative where the default is positive (sizes, limits, scales) or unsigned.
+
+    Args:
+        value: the value given.
+        kind: the setting's kind, as numpy names them: "b" bool, "i" int, "u" unsigned, "f"
+            float.
+        default: the setting's default.
+
+    Returns:
+        "" when `value` fits, else what it must be ("an integer", ">= 0", ...).
+    """
+    if kind == "b":
+        return "" if isinstance(value, bool) else "true or false"
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return "a number" if kind == "f" else "an integer"
+    if kind != "f" and not isinstance(value, numbers.Integral):
+        return "an integer"
+    if value < 0 and (default > 0 or kind == "u"):
+        return ">= 0"
+    return ""
 
 
 def flat_settings(tree: Any, prefix: str = "") -> Dict[str, Any]:

@@ -17,6 +17,7 @@ import numpy as np
 
 from purerl.algorithm import RunnerState
 from purerl.config import Config
+from purerl.schedules import hyperparam, with_hyperparams
 
 PBT_STREAM = 0x9B7  # the generations' keys: this stream of the run's seed
 UNIT_INTERVAL = ("gamma", "gae_lambda")  # kept within [0, 1] when perturbed
@@ -74,12 +75,13 @@ def make_pbt_step(config: Config) -> Callable[[RunnerState, jax.Array, jax.Array
         choice = jax.random.randint(factor_key, (len(names), members), 0, len(factors))
         perturbed = {}
         for i, name in enumerate(names):
-            value = getattr(hparams, name) * jnp.where(replaced, factors[choice[i]], 1.0)
+            value = hyperparam(hparams, name) * jnp.where(replaced, factors[choice[i]], 1.0)
             perturbed[name] = jnp.clip(value, 0.0, 1.0) if name in UNIT_INTERVAL else value
         normalizer = state.normalizer._replace(obs=copy(state.normalizer.obs),
                                                ret=copy(state.normalizer.ret))
         state = state._replace(params=copy(state.params), opt_state=copy(state.opt_state),
-                               normalizer=normalizer, hparams=hparams._replace(**perturbed))
+                               normalizer=normalizer,
+                               hparams=with_hyperparams(hparams, perturbed))
         return state, source
 
     return step

@@ -29,7 +29,10 @@ from purerl.runtime import (
     use_compile_cache,
 )
 from purerl.settings_help import config_dir, preset_descriptions
-from purerl.validation import check_devices, validate
+from purerl.validation import check_algorithm_settings, check_devices, validate
+
+# The sections whose keys are an env's or an algorithm's, not the schema's
+OPEN_SECTIONS = ("env.params.", "algorithm.", "sweep.algorithm.")
 
 
 def presets() -> List[str]:
@@ -172,12 +175,12 @@ def load_config(cfg: DictConfig, num_devices: Optional[int] = None) -> Config:
         The `Config`.
 
     Raises:
-        ConfigError: an unknown key (other than `hydra.*` and `env.params.*`), a value of the
-            wrong type, or a setting `validate` refuses.
+        ConfigError: an unknown key (other than `hydra.*` and those of `OPEN_SECTIONS`), a
+            value of the wrong type, or a setting `validate` refuses.
     """
     known = set(_schema_keys())
     for key in _dotted_keys(cfg):
-        if key not in known and not key.startswith(("hydra.", "env.params.")):
+        if key not in known and not key.startswith(("hydra.", *OPEN_SECTIONS)):
             raise ConfigError(_unknown_setting(key))
     try:
         config = OmegaConf.to_object(cfg)
@@ -187,16 +190,25 @@ def load_config(cfg: DictConfig, num_devices: Optional[int] = None) -> Config:
 
 
 def normalize_argv(argv: List[str]) -> List[str]:
-    """`env.params.<field>=v` becomes `++env.params.<field>=v`: the fields are the env's, so
-    they cannot be in the schema, and `++` adds or overrides them.
+    """The overrides of settings whose keys are not in the schema, made so for Hydra: an env's
+    params (`env.params.<field>=v`) and an algorithm's own settings (`algorithm.<key>=v`,
+    `sweep.algorithm.<name>=[...]`) become `++<key>=v`, which adds or overrides them; and
+    `algorithm=pkg.module:make_fn`, the short spelling, becomes `++algorithm.name=...`.
 
     Args:
         argv: the command line's overrides.
 
     Returns:
-        The overrides, the `env.params.*` ones prefixed.
+        The overrides, those rewritten.
     """
-    return [f"++{a}" if a.startswith("env.params.") else a for a in argv]
+    def normalized(arg: str) -> str:
+        if arg.startswith("algorithm="):
+            return "++algorithm.name=" + arg[len("algorithm="):]
+        if arg.startswith(OPEN_SECTIONS):
+            return "++" + arg
+        return arg
+
+    return [normalized(a) for a in argv]
 
 
 def _check_compile_cache(configs: List[Config]) -> None:
@@ -313,14 +325,15 @@ def preflight(argv: List[str]) -> None:
     from purerl.agent import make_agent
     from purerl.envs import make_env
     from purerl.plugins import load_callable
+    from purerl.ppo import make_ppo
     from purerl.runner import load_events
 
     for config in configs:  # the env's spaces, the network against its observations
         make_agent(config.env, config.network, *make_env(config.env))
         for name in config.ppo.loss_terms:
             load_callable("ppo.loss_terms", name)
-        if config.algorithm is not None:
-            load_callable("algorithm", config.algorithm)
+        check_algorithm_settings(config, make_ppo if config.algorithm_name is None
+                                 else load_callable("algorithm", config.algorithm_name))
         load_events(config.events)
 
 

@@ -25,8 +25,8 @@ from purerl.plan import ExecutionPlan, execution_plan
 from purerl.plugins import load_callable
 from purerl.ppo import make_ppo
 from purerl.prng import convert_key
-from purerl.schedules import member_hyperparams
-from purerl.validation import validate
+from purerl.schedules import HyperParams, member_hyperparams
+from purerl.validation import check_algorithm_settings, validate
 
 
 class Program(NamedTuple):
@@ -39,7 +39,7 @@ class Program(NamedTuple):
     Attributes:
         init: `init(key, hparams=None) -> RunnerState`, the members' states before the first
             update, from the run's PRNG key. `hparams`: the members' base `HyperParams`,
-            leaves `[S]` (`schedules.member_hyperparams`; default: the config's), an argument
+            leaves `[S]` (default: `hyperparams`, the config's), an argument
             so that no program depends on their values.
         run: `run(state, num) -> (RunnerState, Metrics)`: `num <= chunk` updates (an int32
             scalar), the metrics `[S, chunk]`, with zeros past `num`.
@@ -51,6 +51,8 @@ class Program(NamedTuple):
             `RunnerState` (`jit`'s `out_shardings` of `init`), so that the programs taking a
             state can be lowered before `init` is compiled.
         plan: the faster paths its programs take on their platform.
+        hyperparams: the members' base `HyperParams`, leaves `[S]`, of the config it was made
+            for (`schedules.member_hyperparams`, with the algorithm's own), what `init` takes.
         agent: the agent that the algorithm acts with (`Algorithm.agent`, else the one the
             settings describe), which evaluation and `purerl.load` act with.
         given: the objects given from Python or chosen for them (algorithm, network, loss
@@ -64,6 +66,7 @@ class Program(NamedTuple):
     num_devices: int
     state_sharding: object
     plan: ExecutionPlan
+    hyperparams: HyperParams = None
     agent: Agent = None
     given: Tuple = ()
 
@@ -112,22 +115,25 @@ def make_program(config: Config, chunk: Optional[int] = None, *,
     terms = [load_callable("ppo.loss_terms", name) for name in config.ppo.loss_terms]
     terms += list(loss_terms)
     if algorithm is None:
-        algorithm = (make_ppo if config.algorithm is None
-                     else load_callable("algorithm", config.algorithm))
+        algorithm = (make_ppo if config.algorithm_name is None
+                     else load_callable("algorithm", config.algorithm_name))
+    own = check_algorithm_settings(config, algorithm)
     env, env_params = make_env(config.env)
     plan = execution_plan(jax.devices()[0].platform, config.plan) if plan is None else plan
     num_seeds, num_updates = config.num_members, config.num_updates  # seeds: all members
     split_envs = env_devices(num_seeds, num_devices) > 1
+    settings = {} if own.settings is None else {"settings": own.settings}
     algo = algorithm(config, env, env_params,
                      num_envs=config.env.num_envs // (num_devices if split_envs else 1),
                      axis_name=DEVICE_AXIS if split_envs else None, network=network,
-                     loss_terms=terms, optimizer=optimizer, plan=plan)
+                     loss_terms=terms, optimizer=optimizer, plan=plan, **settings)
+    hyperparams = member_hyperparams(config, own.hyperparams)
     device_seeds = num_seeds if split_envs else num_seeds // num_devices
     chunk = num_updates if chunk is None else min(chunk, num_updates)
     seed_keys = functools.partial(_member_keys, config)
 
     def seed_hparams(hparams=None):
-        return member_hyperparams(config) if hparams is None else hparams
+        return hyperparams if hparams is None else hparams
 
     def init_seeds(keys, hparams):
         # One seed after another, not vmapped: a vmapped orthogonal init is a batched QR, whose
@@ -156,6 +162,7 @@ def make_program(config: Config, chunk: Optional[int] = None, *,
         state_sharding=jax.tree.map(lambda spec: NamedSharding(mesh, spec), state_spec,
                                     is_leaf=lambda x: isinstance(x, P)),
         plan=plan,
+        hyperparams=hyperparams,
         agent=(make_agent(config.env, config.network, env, env_params, network, plan)
                if algo.agent is None else algo.agent),
         given=(algorithm, network, *loss_terms, optimizer, plan),

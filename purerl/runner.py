@@ -135,7 +135,7 @@ def _run(config: Config, run_dir: Path, events: Sequence[Event], cache: Optional
     active = Run(config, run_dir, programs, program.num_devices, key, checkpoints, best,
                  plan=plan)
     try:
-        _open_or_resume(active, resume_from, init_params)
+        _open_or_resume(active, resume_from, init_params, program.hyperparams)
         _open_sinks(active, resumed=resume_from is not None)
         _train(active, default_events(config, events), program.chunk)
     finally:
@@ -143,17 +143,16 @@ def _run(config: Config, run_dir: Path, events: Sequence[Event], cache: Optional
     return _finish(active)
 
 
-def _open_or_resume(run: Run, resume_from: Optional[int], init_params) -> None:
+def _open_or_resume(run: Run, resume_from: Optional[int], init_params, hyperparams) -> None:
     """Sets the run's first state: the init program's, resumed from checkpoint `resume_from`
-    (with its history and metrics.jsonl up to there), or starting from `init_params`."""
+    (with its history and metrics.jsonl up to there), or starting from `init_params`, the
+    members' base `hyperparams` `[M]` (`Program.hyperparams`)."""
     import jax
 
     from purerl.distributed import writes_files
     from purerl.logging.history import RunHistory
     from purerl.logging.sinks import keep_rows_until
-    from purerl.schedules import member_hyperparams
-
-    run.state = run.programs.init(run.key, member_hyperparams(run.config))
+    run.state = run.programs.init(run.key, hyperparams)
     run.history = RunHistory(run.config.num_members)
     if resume_from is not None:
         resume_from, run.state, saved = run.checkpoints.restore_intact(resume_from, run.state)

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from typing import Any, Callable, Mapping, NamedTuple
+from types import MappingProxyType
+from typing import Callable, Dict, Mapping, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
 
-from purerl.config import Config, ScheduleConfig
+from purerl.config import ALGORITHM_PREFIX, Config, ScheduleConfig
 
 
 class HyperParams(NamedTuple):
@@ -34,8 +35,9 @@ class HyperParams(NamedTuple):
         gae_lambda: GAE's lambda (`ppo.gae_lambda`).
         max_grad_norm: the global gradient-norm clip (`ppo.max_grad_norm`).
         target_kl: the target-KL stop (`ppo.target_kl`); +inf when it is off.
-        extra: an algorithm's own hyperparameters, a pytree of arrays that PBT copies with the
-            rest; None for PPO.
+        extra: an algorithm's own hyperparameters (`purerl.hyperparameter`), `{name: array}`
+            (`algorithm.<name>` in sweeps and PBT, which copies them with the rest); None for
+            an algorithm without any, as PPO.
     """
 
     lr: jax.Array
@@ -46,30 +48,63 @@ class HyperParams(NamedTuple):
     gae_lambda: jax.Array
     max_grad_norm: jax.Array
     target_kl: jax.Array  # +inf when target-KL stopping is off
-    # An algorithm's own hyperparameters (a pytree of arrays, `purerl.algorithm`), which PBT
-    # copies with the rest; None for PPO
-    extra: Any = None
+    extra: Optional[Dict[str, jax.Array]] = None  # an algorithm's own, by name
 
 
 # The `ppo` settings that HyperParams carries
 PPO_HYPERPARAMS = tuple(name for name in HyperParams._fields if name != "extra")
 
 
-def hyperparams_from_config(config: Config) -> HyperParams:
-    """The config's `ppo` hyperparameters, unscheduled, for one member.
+def hyperparams_from_config(config: Config, own: Mapping[str, float] = MappingProxyType({})
+                            ) -> HyperParams:
+    """The config's hyperparameters, unscheduled, for one member.
 
     Args:
-        config: the run's config.
+        config: the run's config: `ppo`'s hyperparameters.
+        own: the algorithm's own hyperparameters' values by name
+            (`validation.check_algorithm_settings`); none for PPO.
 
     Returns:
         `HyperParams`, each a float32 `[]` array; `target_kl` +inf when it is null, `extra`
-            None.
+            `own`'s values as arrays (None when it is empty).
     """
     ppo = config.ppo
     target_kl = math.inf if ppo.target_kl is None else ppo.target_kl
     values = {name: getattr(ppo, name) for name in PPO_HYPERPARAMS if name != "target_kl"}
     return HyperParams(**{k: jnp.float32(v) for k, v in values.items()},
-                       target_kl=jnp.float32(target_kl))
+                       target_kl=jnp.float32(target_kl),
+                       extra={k: jnp.float32(v) for k, v in own.items()} or None)
+
+
+def hyperparam(hparams: HyperParams, name: str) -> jax.Array:
+    """One hyperparameter by the name sweeps and PBT give it.
+
+    Args:
+        hparams: the hyperparameters (any leading axes).
+        name: PPO's (`lr`, ...) or an algorithm's own, `algorithm.<name>`.
+
+    Returns:
+        Its array.
+    """
+    if name.startswith(ALGORITHM_PREFIX):
+        return hparams.extra[name[len(ALGORITHM_PREFIX):]]
+    return getattr(hparams, name)
+
+
+def with_hyperparams(hparams: HyperParams, values: Mapping[str, jax.Array]) -> HyperParams:
+    """`hparams` with some hyperparameters replaced, named as `hyperparam` takes them.
+
+    Args:
+        hparams: the hyperparameters.
+        values: the new values by name.
+
+    Returns:
+        The new `HyperParams`.
+    """
+    own = {name[len(ALGORITHM_PREFIX):]: value for name, value in values.items()
+           if name.startswith(ALGORITHM_PREFIX)}
+    ppo = {name: value for name, value in values.items() if not name.startswith(ALGORITHM_PREFIX)}
+    return hparams._replace(**ppo, **({"extra": {**hparams.extra, **own}} if own else {}))
 
 
 def program_settings(config: Config) -> Config:
@@ -89,24 +124,27 @@ def program_settings(config: Config) -> Config:
     return replace(config, seed=0, ppo=replace(config.ppo, **values))
 
 
-def member_hyperparams(config: Config) -> HyperParams:
+def member_hyperparams(config: Config, own: Mapping[str, float] = MappingProxyType({})
+                       ) -> HyperParams:
     """Every member's base hyperparameters, leaves `[M]` (M = config.num_members): the config's
     values, with the swept ones taken from each member's grid point (member m is grid point
     m // num_seeds).
 
     Args:
         config: the run's config, with its `sweep` grid.
+        own: the algorithm's own hyperparameters' base values by name, as
+            `hyperparams_from_config` takes them.
 
     Returns:
-        `HyperParams`, each float32 `[M]`; `extra` None.
+        `HyperParams`, each float32 `[M]`; `extra` None without `own`.
     """
-    base = hyperparams_from_config(config)
+    base = hyperparams_from_config(config, own)
     grid = config.sweep.grid()
     columns = {name: jnp.repeat(jnp.asarray([point[name] for point in grid], jnp.float32),
                                 config.num_seeds)
                for name in config.sweep.swept()}
-    return HyperParams(**{name: columns.get(name, jnp.broadcast_to(value, (config.num_members,)))
-                          for name, value in base._asdict().items() if name != "extra"})
+    members = jax.tree.map(lambda value: jnp.broadcast_to(value, (config.num_members,)), base)
+    return with_hyperparams(members, columns)
 
 
 def schedule_factor(schedule: ScheduleConfig, progress: jax.Array) -> jax.Array:

@@ -4,13 +4,16 @@ ConfigError with one line naming the setting and its value."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import math
-from typing import Optional
+from typing import Any, Dict, NamedTuple, Optional
 
 from purerl.config import (
     ACTIVATIONS,
+    ALGORITHM_PREFIX,
     CONV_PADDINGS,
+    HYPERPARAMETER,
     PRNG_IMPLS,
     RNN_CELLS,
     SCHEDULE_KINDS,
@@ -25,6 +28,7 @@ from purerl.config import (
     ScheduleConfig,
     SweepConfig,
     env_devices,
+    number_problem,
 )
 from purerl.plan import PLAN_SETTINGS
 
@@ -164,9 +168,9 @@ def _validate_network(net: NetworkConfig) -> None:
 
 def _validate_import_paths(config: Config) -> None:
     """The `pkg.module:name` settings: the algorithm, loss terms and events."""
-    if config.algorithm is not None and not is_import_path(config.algorithm):
-        raise ConfigError(f"algorithm={config.algorithm!r} must name a function as "
-                          "pkg.module:function")
+    name = config.algorithm_name
+    if name is not None and not is_import_path(name):
+        raise ConfigError(f"algorithm={name!r} must name a function as pkg.module:function")
     for term in config.ppo.loss_terms:
         if not is_import_path(term):
             raise ConfigError(f"ppo.loss_terms: {term!r} must name a function as "
@@ -274,7 +278,15 @@ HYPERPARAM_RANGES = {
 
 
 def _in_range(name: str, value: float) -> bool:
-    return math.isfinite(value) and HYPERPARAM_RANGES[name][1](value)
+    """Whether `value` fits hyperparameter `name`: PPO's by `HYPERPARAM_RANGES`, an
+    algorithm's own (`algorithm.<name>`) when finite (its settings check the rest)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+        return False
+    return name.startswith(ALGORITHM_PREFIX) or HYPERPARAM_RANGES[name][1](value)
+
+
+def _range_of(name: str) -> str:
+    return "a finite number" if name.startswith(ALGORITHM_PREFIX) else HYPERPARAM_RANGES[name][0]
 
 
 def _validate_sweep(sweep: SweepConfig) -> None:
@@ -285,7 +297,7 @@ def _validate_sweep(sweep: SweepConfig) -> None:
         bad = [v for v in values if not _in_range(name, v)]
         if bad:
             raise ConfigError(f"sweep.{name}={values}: {bad[0]} is out of range, each value "
-                              f"must be {HYPERPARAM_RANGES[name][0]}")
+                              f"must be {_range_of(name)}")
         if len(set(values)) < len(values):
             raise ConfigError(f"sweep.{name}={values} has a repeated value")
 
@@ -299,9 +311,11 @@ def _validate_pbt(config: Config) -> None:
     if not pbt.perturb or any(not (math.isfinite(f) and f > 0) for f in pbt.perturb):
         raise ConfigError(f"pbt.perturb={list(pbt.perturb)} must be a non-empty list of "
                           "factors > 0")
-    unknown = [name for name in pbt.evolving(config.sweep) if name not in SWEEPABLE]
+    unknown = [name for name in pbt.evolving(config.sweep)
+               if name not in SWEEPABLE and not name.startswith(ALGORITHM_PREFIX)]
     if unknown:
-        raise ConfigError(f"pbt.hparams: {unknown[0]} is not one of {', '.join(SWEEPABLE)}")
+        raise ConfigError(f"pbt.hparams: {unknown[0]} is not one of {', '.join(SWEEPABLE)}, "
+                          "or algorithm.<name>, an algorithm's own hyperparameter")
     if pbt.every == 0:
         return
     if "target_kl" in pbt.evolving(config.sweep) and (
@@ -377,3 +391,88 @@ def _validate_schedule(key: str, schedule: ScheduleConfig) -> None:
             raise ConfigError(f"{key}.boundaries={bounds} must increase within (0, 1)")
     if not all(math.isfinite(v) for v in [schedule.end, *schedule.values]):
         raise ConfigError(f"{key} has a non-finite multiplier")
+
+
+class AlgorithmSettings(NamedTuple):
+    """An algorithm's own settings, checked (`check_algorithm_settings`).
+
+    Attributes:
+        settings: an instance of the dataclass that `make_fn.settings` declares, from the
+            `algorithm.<key>` settings and its defaults, its hyperparameters None (their
+            values are arrays: `hparams.extra[name]`); None when it declares none.
+        hyperparams: the base values of its hyperparameters (`purerl.hyperparameter`) by
+            name, in the dataclass's order.
+    """
+
+    settings: Any
+    hyperparams: Dict[str, float]
+
+
+def check_algorithm_settings(config: Config, make_fn: Any) -> AlgorithmSettings:
+    """Checks the `algorithm.<key>` settings against those that `make_fn.settings` declares
+    (a dataclass type; each key one of its fields, the value fitting the field's default),
+    and that every `sweep.algorithm.<name>` and `algorithm.<name>` of `pbt.hparams` is one of
+    its hyperparameters.
+
+    Args:
+        config: the run's settings.
+        make_fn: the algorithm's factory (`purerl.algorithm.MakeAlgorithm`); None for PPO,
+            which declares no settings of this section (its own are `ppo.*`).
+
+    Returns:
+        The checked `AlgorithmSettings`.
+
+    Raises:
+        ConfigError: a key the algorithm does not declare, a value that does not fit, or the
+            settings' own check (their `__post_init__`) failed.
+    """
+    name = config.algorithm_name or "PPO"
+    declared = getattr(make_fn, "settings", None)
+    if declared is not None and not (isinstance(declared, type)
+                                     and dataclasses.is_dataclass(declared)):
+        raise ConfigError(f"algorithm={name}: its settings attribute must be a dataclass "
+                          f"type, not {type(declared).__name__}")
+    fields = {f.name: f for f in dataclasses.fields(declared)} if declared else {}
+    hyper = [key for key, f in fields.items() if f.metadata.get(HYPERPARAMETER)]
+    given = {}
+    for key, value in config.algorithm_settings.items():
+        if key not in fields:
+            raise ConfigError(f"algorithm.{key}: {name} has no setting {key!r} (its settings: "
+                              f"{', '.join(fields) or 'none'})")
+        given[key] = _checked_own_setting(key, value, fields[key].default, key in hyper)
+    evolving = config.pbt.evolving(config.sweep) if config.pbt.every else []
+    named = [(f"sweep.algorithm.{key}", key) for key in config.sweep.algorithm]
+    named += [(f"pbt.hparams: {n}", n[len(ALGORITHM_PREFIX):]) for n in evolving
+              if n.startswith(ALGORITHM_PREFIX)]
+    for setting, key in named:
+        if key not in hyper:
+            raise ConfigError(f"{setting}: {key!r} is not a hyperparameter of {name} (its "
+                              f"hyperparameters: {', '.join(hyper) or 'none'})")
+    if declared is None:
+        return AlgorithmSettings(None, {})
+    values = {key: f.default for key, f in fields.items()
+              if f.default is not dataclasses.MISSING}
+    values.update(given)
+    try:
+        settings = declared(**values)
+    except Exception as error:
+        raise ConfigError(f"algorithm={name}: its settings "
+                          f"{' '.join(str(error).split())}") from None
+    hyperparams = {key: float(getattr(settings, key)) for key in hyper}
+    return AlgorithmSettings(dataclasses.replace(settings, **{key: None for key in hyper}),
+                             hyperparams)
+
+
+def _checked_own_setting(key: str, value: Any, default: Any, hyperparameter: bool) -> Any:
+    """One `algorithm.<key>` value checked against its field: a hyperparameter's a finite
+    number, a number field's one that fits its default (`number_problem`); a float field's
+    as a float."""
+    if hyperparameter:
+        if not _in_range(ALGORITHM_PREFIX + key, value):
+            raise ConfigError(f"algorithm.{key}={value!r} must be a finite number")
+        return float(value)
+    kind = {bool: "b", int: "i", float: "f"}.get(type(default))
+    problem = number_problem(value, kind, default) if kind else ""
+    if problem:
+        raise ConfigError(f"algorithm.{key}={value!r} must be {problem} (default: {default})")
+    return float(value) if kind == "f" else value

@@ -92,6 +92,52 @@ def test_loss_terms_and_algorithms_that_do_not_import_are_refused(override, mess
         preflight(["+env=cartpole", override])
 
 
+KL = "algorithm=examples.kl_penalty:make_kl_ppo"
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ([KL, "algorithm.beta=1"], r"algorithm.beta: examples.kl_penalty:make_kl_ppo has no setting "
+                               r"'beta' \(its settings: target_kl, kl_beta\)"),
+    ([KL, "algorithm.target_kl=abc"], r"algorithm.target_kl='abc' must be a number"),
+    ([KL, "algorithm.target_kl=0"], r"its settings target_kl=0.0 must be > 0"),
+    ([KL, "algorithm.kl_beta=inf"], r"algorithm.kl_beta=inf must be a finite number"),
+    ([KL, "sweep.algorithm.target_kl=[0.1,0.2]"],
+     r"sweep.algorithm.target_kl: 'target_kl' is not a hyperparameter of "
+     r"examples.kl_penalty:make_kl_ppo \(its hyperparameters: kl_beta\)"),
+    ([KL, "sweep.algorithm.kl_beta=[1,1]"], r"sweep.algorithm.kl_beta=\[1.0, 1.0\] has a repeated"),
+    (["algorithm.kl_beta=1"], r"algorithm.kl_beta: PPO has no setting 'kl_beta'"),
+    (["num_seeds=4", "pbt.every=2", "pbt.hparams=[algorithm.kl_beta]"],
+     r"pbt.hparams: algorithm.kl_beta: 'kl_beta' is not a hyperparameter of PPO"),
+])
+def test_an_algorithms_own_settings_are_checked_before_compiling(overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        preflight(["+env=cartpole", *overrides])
+
+
+def test_an_algorithms_settings_and_hyperparameters_from_python():
+    """`Config(algorithm="pkg:fn")` is the short spelling of `{"name": ...}`; the declared
+    settings reach `make_fn` (hyperparameters as None), and a hyperparameter's values, swept,
+    are the members' `hparams.extra` arrays."""
+    from examples.kl_penalty import KLPenalty, make_kl_ppo
+
+    assert purerl.Config(algorithm="examples.a2c:make_a2c").algorithm == {
+        "name": "examples.a2c:make_a2c"}
+    given = []
+
+    def recording(config, env, env_params, *, settings, **parts):
+        given.append(settings)
+        return make_kl_ppo(config, env, env_params, settings=settings, **parts)
+
+    recording.settings = KLPenalty
+    config = tiny_config(algorithm={"name": None, "target_kl": 0.05}, num_seeds=2)
+    config.sweep.algorithm = {"kl_beta": [0.5, 3.0]}
+    program = make_program(config, algorithm=recording)
+    assert given == [KLPenalty(target_kl=0.05, kl_beta=None)]
+    np.testing.assert_array_equal(program.hyperparams.extra["kl_beta"], [0.5, 0.5, 3.0, 3.0])
+    _, metrics = jax.jit(program.train)(jax.random.key(0))
+    np.testing.assert_array_equal(metrics.scalars["kl_beta"][:, 0], [0.5, 0.5, 3.0, 3.0])
+
+
 def test_a_network_given_from_python_runs_evaluates_and_loads(tmp_path):
     """`purerl.run(..., network=)` and `purerl.load(..., network=)`: the checkpoint holds the
     module's params, and the loaded policy acts and evaluates with them."""
@@ -191,17 +237,18 @@ def test_an_algorithm_of_ones_own_through_the_command_line(tmp_path):
     """examples/kl_penalty.py through `algorithm=`: nothing is clipped, beta follows the
     paper's rule after every update, and the policy learns CartPole (a random policy's return
     is about 22), in training and in the final evaluation."""
-    from examples.kl_penalty import INITIAL_BETA, TARGET_KL
+    from examples.kl_penalty import KLPenalty
 
+    target_kl = KLPenalty().target_kl
     result = run_cli("+env=cartpole", "algorithm=examples.kl_penalty:make_kl_ppo",
                      "total_timesteps=65536", "log.progress=false", "log.tensorboard=false",
                      f"hydra.run.dir={tmp_path}")
     assert result.returncode == 0, result.stderr[-3000:]
     rows = _rows(tmp_path)
-    assert len(rows) == 128 and rows[0]["kl_beta"] == INITIAL_BETA
+    assert len(rows) == 128 and rows[0]["kl_beta"] == KLPenalty().kl_beta
     for row, after in zip(rows, rows[1:]):
         kl, beta = row["loss/approx_kl"], row["kl_beta"]
-        factor = 0.5 if kl < TARGET_KL / 1.5 else 2.0 if kl > TARGET_KL * 1.5 else 1.0
+        factor = 0.5 if kl < target_kl / 1.5 else 2.0 if kl > target_kl * 1.5 else 1.0
         assert after["kl_beta"] == pytest.approx(beta * factor, rel=1e-6)
         # nothing is clipped: PPO's clip range and clip fraction are not logged
         assert "clip_eps" not in row and "loss/clip_frac" not in row and "clip_frac" not in row
@@ -209,6 +256,29 @@ def test_an_algorithm_of_ones_own_through_the_command_line(tmp_path):
     assert np.mean(returns) > 150
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["eval_return"]["1.0"] > 150
+
+
+def test_pbt_evolves_an_algorithms_own_hyperparameter(tmp_path):
+    """`sweep.algorithm.kl_beta` and `pbt.hparams=[algorithm.kl_beta]` from the command line:
+    the grid points name it, and each member a generation replaced holds its donor's beta
+    times one of the perturb factors."""
+    result = run_cli("+env=cartpole", KL, "algorithm.target_kl=0.02",
+                     "sweep.algorithm.kl_beta=[0.5,2.0]", "num_seeds=2", "pbt.every=4",
+                     "pbt.fraction=0.5", "pbt.hparams=[algorithm.kl_beta]", "pbt.perturb=[0.5,3]",
+                     "total_timesteps=512", "ppo.num_steps=16", "network.hidden_sizes=[8]",
+                     "log.progress=false", "log.tensorboard=false", "eval.num_episodes=1",
+                     f"hydra.run.dir={tmp_path}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["config"]["algorithm"] == {"name": KL.split("=")[1], "target_kl": 0.02}
+    assert [m["hparams"] for m in summary["members"]] == [{"algorithm.kl_beta": 0.5}] * 2 + [
+        {"algorithm.kl_beta": 2.0}] * 2
+    rows = [json.loads(line) for line in (tmp_path / "pbt.jsonl").read_text().splitlines()]
+    assert [row["update"] for row in rows] == [4]
+    beta = rows[0]["hparams"]["algorithm.kl_beta"]
+    assert len(rows[0]["copies"]) == 2
+    for copy in rows[0]["copies"]:
+        assert beta[copy["member"]] / beta[copy["from"]] in (pytest.approx(0.5), pytest.approx(3))
 
 
 def test_evaluation_and_load_act_with_the_algorithms_own_agent(tmp_path):

@@ -15,7 +15,7 @@ import numpy as np
 from gymnax.environments import spaces
 from gymnax.environments.environment import Environment
 
-from purerl.config import ConfigError, EnvConfig
+from purerl.config import ConfigError, EnvConfig, number_problem
 from purerl.envs.suites import adapt_user_env, is_suite_name, make_suite_env
 from purerl.envs.suites.base import SuiteEnv, one_line
 from purerl.envs.wrappers import (
@@ -170,20 +170,11 @@ def _checked_param(name: str, field: str, value, default):
 
 def _param_problem(field: str, value, kind: str, default) -> str:
     """What `value` must be for a field whose default is `default` (of numpy kind `kind`), or
-    "" when it fits: a bool for a bool; an integer for an integer; a number for a float; not
-    negative where the default is positive (sizes, limits, scales) or unsigned;
-    `max_steps_in_episode` above 0."""
-    if kind == "b":
-        return "" if isinstance(value, bool) else "true or false"
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        return "a number" if kind == "f" else "an integer"
-    if kind != "f" and not isinstance(value, numbers.Integral):
-        return "an integer"
-    if field == "max_steps_in_episode" and value <= 0:
+    "" when it fits (`config.number_problem`); `max_steps_in_episode` above 0."""
+    problem = number_problem(value, kind, default)
+    if problem in ("", ">= 0") and field == "max_steps_in_episode" and value <= 0:
         return "> 0"
-    if value < 0 and (default > 0 or kind == "u"):
-        return ">= 0"
-    return ""
+    return problem
 
 
 def _make(name: str, config: EnvConfig):
