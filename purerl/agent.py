@@ -21,7 +21,7 @@ from purerl.distributions import ActionDistribution
 from purerl.envs import check_env, takes_drawn_resets, wrap_env
 from purerl.envs.normalization import network_input
 from purerl.envs.suites.base import action_mask_from_obs
-from purerl.networks import RECURRENT, UserNetwork, make_network
+from purerl.networks import RecurrentActorCriticNetwork, UserNetwork, make_network
 from purerl.plan import ExecutionPlan, execution_plan
 from purerl.spaces import ActionSpec
 
@@ -37,8 +37,7 @@ class Agent(NamedTuple):
     spec: ActionSpec
     obs_shape: Tuple[int, ...]  # of the wrapped env's observations
     policy: ActionDistribution
-    # ActorCritic, RecurrentActorCritic or UserRecurrentActorCritic (`recurrent`), or
-    # UserActorCritic (purerl.networks)
+    # an `ActorCriticNetwork`, or a `RecurrentActorCriticNetwork` (`recurrent`): purerl.networks
     network: nn.Module
     # (obs_stats, obs [..., *obs_shape]) -> the network's input: standardized with the running
     # statistics when env.normalize_obs, else obs itself
@@ -55,9 +54,9 @@ class Agent(NamedTuple):
 
     @property
     def recurrent(self) -> bool:
-        """Whether the network has memory, purerl's `RecurrentActorCritic` or a user's
-        `UserRecurrentActorCritic` (acting needs a `Memory`)."""
-        return isinstance(self.network, RECURRENT)
+        """Whether the network has memory, a `RecurrentActorCriticNetwork` (acting needs a
+        `Memory`)."""
+        return isinstance(self.network, RecurrentActorCriticNetwork)
 
     def example_inputs(self) -> Tuple:
         """Inputs of one step of one env, to initialize the network with.

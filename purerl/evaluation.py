@@ -21,7 +21,6 @@ from purerl.config import Config, EvalConfig
 from purerl.envs import EpisodeStatsState
 from purerl.envs.normalization import RunningMeanStd
 from purerl.envs.wrappers import FrameStackState
-from purerl.networks import with_policy_kernels
 from purerl.prng import draw_bits, keys_from_bits
 
 DEFAULT_MAX_STEPS = 1000  # for envs whose params have no max_steps_in_episode
@@ -122,8 +121,9 @@ def make_evaluator(agent: Agent, env_params, settings: EvalConfig) -> "Evaluator
     play = functools.partial(_play, agent, env_params, num_episodes, max_steps)
 
     def evaluate(params, obs_stats: RunningMeanStd, key: jax.Array) -> EvalResult:
-        return jax.vmap(play, in_axes=(None, None, None, 0))(with_policy_kernels(params),
-                                                              obs_stats, key, temperatures)
+        step_params = agent.network.step_variables(params)
+        return jax.vmap(play, in_axes=(None, None, None, 0))(step_params, obs_stats, key,
+                                                              temperatures)
 
     def record(params, obs_stats: RunningMeanStd, key: jax.Array, temperature) -> Episode:
         return _record(agent, env_params, max_steps, params, obs_stats, key, temperature)
@@ -167,7 +167,7 @@ def _record(agent: Agent, env_params, max_steps: int, params, obs_stats: Running
     reset_key, step_key = jax.random.split(key)
     obs, env_state = agent.reset_envs(reset_key[None], env_params)
     restarts = _draw_restarts(agent, env_params, reset_key[None])
-    step_params = with_policy_kernels(params)
+    step_params = agent.network.step_variables(params)
 
     def step(carry, _):
         key, obs, env_state, memory = carry

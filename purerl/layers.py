@@ -464,7 +464,23 @@ class Tokenizer(nn.Module):
         return jnp.einsum("ndv,dve->nde", one_hot, table).reshape(x.shape[0], -1)
 
 
-class ActorCriticBase(nn.Module):
+class VariablesAsGiven:
+    """`step_variables` of a network with nothing to prepare before a loop that acts at every
+    step (`networks.ActorCritic` slices its batched towers' kernels)."""
+
+    def step_variables(self, variables: Any) -> Any:
+        """The variables as a loop that runs the policy at every step reads them: unchanged.
+
+        Args:
+            variables: the network's variables, `{"params": ...}`.
+
+        Returns:
+            `variables`.
+        """
+        return variables
+
+
+class ActorCriticBase(VariablesAsGiven, nn.Module):
     """What every actor-critic shares: the settings of its torso and heads, the torso they
     describe, and the shaping of observations and policy outputs."""
 

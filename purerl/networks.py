@@ -5,7 +5,7 @@ towers; with a memory, `purerl.recurrent`), a user's network (`network.factory`)
 from __future__ import annotations
 
 import math
-from typing import Any, Optional, Protocol, Sequence, Tuple, Union
+from typing import Any, Optional, Protocol, Sequence, Tuple, Union, runtime_checkable
 
 import flax.linen as nn
 import jax
@@ -13,7 +13,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from purerl.config import ConfigError, NetworkConfig
-from purerl.layers import MLP, TOWER_KERNELS, ActorCriticBase, conv_output_size, dense
+from purerl.layers import (
+    MLP,
+    TOWER_KERNELS,
+    ActorCriticBase,
+    VariablesAsGiven,
+    conv_output_size,
+    dense,
+)
 from purerl.plan import PLAIN, ExecutionPlan
 from purerl.plugins import load_callable
 from purerl.recurrent import RecurrentActorCritic, scan_steps
@@ -46,6 +53,66 @@ class NetworkFactory(Protocol):
 
 # A user's network from Python: the flax module itself, or a `NetworkFactory`
 UserNetwork = Union[nn.Module, NetworkFactory]
+
+
+@runtime_checkable
+class ActorCriticNetwork(Protocol):
+    """What the rollout, the learner and evaluation call on a feed-forward network: purerl's
+    own (`ActorCritic`), a user's module wrapped (`UserActorCritic`), or a factory's module that
+    has all of it, used as it is.
+
+    Attributes:
+        shared: True when one call gives both the policy and the value (the rollout then
+            calls `__call__`); False when `policy` alone costs less (separate towers).
+    """
+
+    shared: bool
+
+    def __call__(self, obs: jax.Array, batch_ndim: int = 1) -> Tuple[Any, ...]:
+        """`[*batch, *obs_shape]` -> `(policy_out, value [*batch], *extras)`: logits
+        `[*batch, num_outputs]`, or a Gaussian's `(mean, log_std)`, each `[*batch,
+        num_outputs]`."""
+
+    def policy(self, obs: jax.Array, batch_ndim: int = 1) -> Any:
+        """`__call__`'s policy output alone."""
+
+    def value(self, obs: jax.Array, batch_ndim: int = 1) -> jax.Array:
+        """`__call__`'s value alone, `[*batch]`."""
+
+    def step_variables(self, variables: Any) -> Any:
+        """The variables (`{"params": ...}`) as a loop that runs `policy` at every step reads
+        them, prepared once before it (purerl's batched towers slice the policy's kernels
+        out); unchanged where nothing is to prepare."""
+
+
+@runtime_checkable
+class RecurrentActorCriticNetwork(Protocol):
+    """What the rollout, the sequence learner and evaluation call on a network with memory:
+    purerl's own (`purerl.recurrent.RecurrentActorCritic`), a user's module wrapped
+    (`UserRecurrentActorCritic`), or a factory's module that has all of it.
+
+    Attributes:
+        carry_size: the carry's width C.
+    """
+
+    carry_size: int
+
+    def initial_carry(self, batch: Tuple[int, ...]) -> jax.Array:
+        """The carry at an episode's start, float32 `[*batch, C]`."""
+
+    def unroll(self, carry: jax.Array, obs: jax.Array, first: jax.Array) -> Tuple[Any, ...]:
+        """`T` steps: `(carry [B, C], policy_out [T, B, ...], value [T, B])` from the carry
+        before the first, `obs [T, B, *obs_shape]` and `first` bool `[T, B]` (the carry is
+        zeroed before a step that starts an episode)."""
+
+    def __call__(self, carry: jax.Array, obs: jax.Array, first: jax.Array) -> Tuple[Any, ...]:
+        """One step: `(carry [B, C], policy_out [B, ...], value [B])`."""
+
+    def value(self, carry: jax.Array, obs: jax.Array, first: jax.Array) -> jax.Array:
+        """One step's value `[B]` alone."""
+
+    def step_variables(self, variables: Any) -> Any:
+        """As `ActorCriticNetwork.step_variables`."""
 
 
 class ActorCritic(ActorCriticBase):
@@ -110,6 +177,25 @@ class ActorCritic(ActorCriticBase):
             head = self.policy_head(self.policy_torso(x))
         return self._policy_out(head, obs.shape[:batch_ndim])
 
+    def step_variables(self, variables: Any) -> Any:
+        """`variables` with the policy tower's kernels of the batched towers sliced out once
+        (under `TOWER_KERNELS`), for a loop that runs the policy at every step; unchanged
+        without batched towers.
+
+        Args:
+            variables: the network's variables, `{"params": ...}`.
+
+        Returns:
+            The variables, the policy tower's kernels under `TOWER_KERNELS` as well.
+        """
+        towers = variables["params"].get("towers")
+        if towers is None:
+            return variables
+        tower = self.POLICY_TOWER
+        return {**variables, TOWER_KERNELS: {"towers": {
+            f"{name}_{tower}": kernel[tower] for name, kernel in towers.items()
+            if name.startswith("kernel")}}}
+
     def value(self, obs: jax.Array, batch_ndim: int = 1) -> jax.Array:
         """The critic alone: `[*batch, *obs_shape] -> [*batch]` (batched towers: the value
         tower only).
@@ -130,7 +216,7 @@ class ActorCritic(ActorCriticBase):
         return value.reshape(obs.shape[:batch_ndim])
 
 
-class UserActorCritic(nn.Module):
+class UserActorCritic(VariablesAsGiven, nn.Module):
     """A user's flax module as purerl's actor-critic. The module maps float32 observations
     `[B, *obs_shape]` to `(policy_out, value, *extras)`: `policy_out` the logits
     `[B, num_outputs]` of a categorical policy (factorized over its controls) or the mean
@@ -190,7 +276,7 @@ class UserActorCritic(nn.Module):
         return self(obs, batch_ndim)[1]
 
 
-class UserRecurrentActorCritic(nn.Module):
+class UserRecurrentActorCritic(VariablesAsGiven, nn.Module):
     """A user's flax module with memory as purerl's recurrent actor-critic. The module has an
     int attribute `carry_size` C and maps `(carry [B, C], obs [B, *obs_shape])` to
     `(carry [B, C], policy_out, value [B])`, `policy_out` as `UserActorCritic`'s. Every
@@ -223,6 +309,7 @@ class UserRecurrentActorCritic(nn.Module):
             float32 zeros `[*batch, carry_size]`.
         """
         return jnp.zeros((*batch, self.carry_size), jnp.float32)
+
 
     def unroll(self, carry: jax.Array, obs: jax.Array, first: jax.Array):
         """`T` steps of the module.
@@ -275,23 +362,42 @@ class UserRecurrentActorCritic(nn.Module):
         return self(carry, obs, first)[2]
 
 
-# The recurrent actor-critics: acting with one needs a `Memory`
-RECURRENT = (RecurrentActorCritic, UserRecurrentActorCritic)
+def make_network(net: NetworkConfig, spec: ActionSpec, obs_shape: Sequence[int],
+                 obs_bounds: Optional[Tuple[Any, Any]] = None,
+                 network: Optional[UserNetwork] = None,
+                 plan: ExecutionPlan = PLAIN) -> nn.Module:
+    """The actor-critic the settings describe: the module of a `NetworkFactory` (a user's, or
+    `purerl_network`), as the agent calls it.
 
+    Args:
+        net: the `network` settings.
+        spec: the policy's actions.
+        obs_shape: the observations the network reads (the wrapped env's).
+        obs_bounds: `(low, high)` of what the network reads, each broadcastable to
+            `obs_shape`: the bounds a quantizing torso (`net.vocab_size`) scales by.
+        network: a user's network given from Python (a flax module or a factory), in place of
+            `net.factory`.
+        plan: the execution plan (`conv_patch_matmul`).
 
-def _user_actor_critic(label: str, user: UserNetwork, net: NetworkConfig, spec: ActionSpec,
-                       obs_shape: Tuple[int, ...]) -> nn.Module:
-    """The user's network (a module, or a factory called with the observation shape, the
-    action spec and the network settings), checked on a batch of 2 observations: a
-    `UserActorCritic`, or a `UserRecurrentActorCritic` for a module with a `carry_size`;
-    raises ConfigError naming the shapes when they are not what purerl needs."""
-    if net.rnn is not None:
-        raise ConfigError(f"network.rnn={net.rnn} and {label}: a user's network has the memory "
-                          "it has (a carry_size and a carry in and out); leave network.rnn null")
+    Returns:
+        The factory's module where it is an `ActorCriticNetwork` or a
+            `RecurrentActorCriticNetwork` (purerl's own are); else the module wrapped, a
+            `UserActorCritic`, or a `UserRecurrentActorCritic` when it has a `carry_size`.
+
+    Raises:
+        ConfigError: a CNN does not fit the observations, or a user's network gives other
+            shapes than purerl needs.
+    """
+    obs_shape = tuple(obs_shape)
+    if network is None and net.factory is None:
+        return purerl_network(obs_shape, spec, net, obs_bounds=obs_bounds, plan=plan)
+    label = "network.factory=" + net.factory if network is None else (
+        f"network={type(network).__name__}")
+    user = load_callable("network.factory", net.factory) if network is None else network
     module = user
     if not isinstance(user, nn.Module):
         try:
-            module = user(tuple(obs_shape), spec, net)
+            module = user(obs_shape, spec, net)
         except ConfigError:
             raise
         except Exception as error:
@@ -299,7 +405,74 @@ def _user_actor_critic(label: str, user: UserNetwork, net: NetworkConfig, spec: 
                 from None
     if not isinstance(module, nn.Module):
         raise ConfigError(f"{label} returned {type(module).__name__}, not a flax module")
+    if net.rnn is not None and not isinstance(module, RecurrentActorCriticNetwork):
+        raise ConfigError(f"network.rnn={net.rnn} and {label}: a user's network has the memory "
+                          "it has (a carry_size and a carry in and out); leave network.rnn null")
+    return _as_actor_critic(label, module, spec, obs_shape)
+
+
+def purerl_network(obs_shape: Tuple[int, ...], action_spec: ActionSpec,
+                   network_config: NetworkConfig, *,
+                   obs_bounds: Optional[Tuple[Any, Any]] = None,
+                   plan: ExecutionPlan = PLAIN) -> nn.Module:
+    """purerl's own actor-critic, a `NetworkFactory` (the keywords have defaults): an MLP, CNN
+    or quantizing torso with a policy and a value head, shared or two towers, with a GRU or
+    LSTM after the torso when `network_config.rnn` names one. purerl calls it with the
+    observations' bounds and the run's plan; named as `network.factory` (or called by a
+    factory of a user's) it builds the plain plan's network, and no quantizing torso.
+
+    Args:
+        obs_shape: one observation's shape.
+        action_spec: the policy's actions.
+        network_config: the `network` settings.
+        obs_bounds: `(low, high)` of what the network reads, each broadcastable to
+            `obs_shape`, which a quantizing torso (`vocab_size`) scales by.
+        plan: the execution plan (`conv_patch_matmul`).
+
+    Returns:
+        An `ActorCritic`, or a `purerl.recurrent.RecurrentActorCritic`.
+
+    Raises:
+        ConfigError: a CNN does not fit the observations.
+    """
+    net = network_config
+    if net.conv_channels:
+        if len(obs_shape) not in (2, 3):
+            raise ConfigError(
+                f"network.conv_channels={list(net.conv_channels)} (network=cnn) needs image "
+                f"observations [H, W] or [H, W, C]; the env gives shape {obs_shape}")
+        _check_convolutions_fit(net, *obs_shape[:2])
+    bounds = {}
+    if net.vocab_size and obs_bounds is None:
+        raise ConfigError(f"network.vocab_size={net.vocab_size} quantizes observations within "
+                          "their bounds, which purerl gives its own network only: leave "
+                          "network.factory null")
+    if net.vocab_size:  # quantized within the bounds of what the network sees
+        bounds = {key: tuple(np.broadcast_to(np.asarray(limit, np.float64),
+                                             obs_shape).ravel().tolist())
+                  for key, limit in zip(("low", "high"), obs_bounds)}
+    settings = dict(num_outputs=action_spec.num_outputs, hidden_sizes=tuple(net.hidden_sizes),
+                    activation=net.activation, shared=net.shared,
+                    gaussian=action_spec.kind == "gaussian",
+                    conv_channels=tuple(net.conv_channels), conv_kernels=tuple(net.conv_kernels),
+                    conv_strides=tuple(net.conv_strides), conv_padding=tuple(net.conv_padding),
+                    vocab_size=net.vocab_size, embed_dim=net.embed_dim,
+                    obs_low=bounds.get("low", ()), obs_high=bounds.get("high", ()),
+                    conv_patch_matmul=plan.conv_patch_matmul)
+    if net.rnn is not None:
+        return RecurrentActorCritic(**settings, cell=net.rnn, rnn_size=net.rnn_size)
+    return ActorCritic(**settings)
+
+
+def _as_actor_critic(label: str, module: nn.Module, spec: ActionSpec,
+                     obs_shape: Tuple[int, ...]) -> nn.Module:
+    """A user's module as the agent calls it, checked on a batch of 2 observations: as it is
+    when it is an `ActorCriticNetwork` or a `RecurrentActorCriticNetwork`, else wrapped (a
+    `UserRecurrentActorCritic` for a module with a `carry_size`, else a `UserActorCritic`);
+    raises ConfigError naming the shapes when they are not what purerl needs."""
     gaussian = spec.kind == "gaussian"
+    recurrent = isinstance(module, RecurrentActorCriticNetwork)
+    whole = recurrent or isinstance(module, ActorCriticNetwork)
     carry_size = getattr(module, "carry_size", None)
     if carry_size is not None and (not isinstance(carry_size, int) or carry_size <= 0):
         raise ConfigError(f"{label}: its network's carry_size={carry_size!r} must be a positive "
@@ -307,6 +480,8 @@ def _user_actor_critic(label: str, user: UserNetwork, net: NetworkConfig, spec: 
     obs = jax.ShapeDtypeStruct((2, *obs_shape), jnp.float32)
     inputs = (obs,) if carry_size is None else (
         jax.ShapeDtypeStruct((2, carry_size), jnp.float32), obs)
+    if recurrent:
+        inputs += (jax.ShapeDtypeStruct((2,), jnp.bool_),)
     shown = f"observations [2, {', '.join(map(str, obs_shape))}]" + (
         "" if carry_size is None else f" after a carry [2, {carry_size}]")
     try:
@@ -316,43 +491,29 @@ def _user_actor_critic(label: str, user: UserNetwork, net: NetworkConfig, spec: 
         raise ConfigError(f"{label}: its network fails on {shown}: "
                           f"{' '.join(str(error).split())}") from None
     names = "(policy_out, value, ...)" if carry_size is None else "(carry, policy_out, value)"
-    if not isinstance(outputs, (tuple, list)) or len(outputs) < len(inputs) + 1:
+    carried = carry_size is not None
+    if not isinstance(outputs, (tuple, list)) or len(outputs) < 2 + carried:
         raise ConfigError(f"{label}: its network returns {type(outputs).__name__}; purerl needs "
                           f"a tuple {names}")
+    policy_out, value = outputs[carried:carried + 2]
+    if whole and gaussian:  # a whole actor-critic gives a Gaussian's (mean, log_std)
+        policy_out = policy_out[0] if isinstance(policy_out, (tuple, list)) else None
     want = ((2, spec.num_outputs), (2,))
-    got = tuple(tuple(getattr(x, "shape", ())) for x in outputs[len(inputs) - 1:][:2])
-    carry_out = tuple(getattr(outputs[0], "shape", ())) if carry_size is not None else None
+    got = tuple(tuple(getattr(x, "shape", ())) for x in (policy_out, value))
+    carry_out = tuple(getattr(outputs[0], "shape", ())) if carried else None
     if got != want or carry_out not in (None, (2, carry_size)):
         what = "means" if gaussian else "logits"
-        carries = "" if carry_size is None else f"carry {list(carry_out)}, "
-        wanted = "" if carry_size is None else f"carry [2, {carry_size}], "
+        carries = "" if not carried else f"carry {list(carry_out)}, "
+        wanted = "" if not carried else f"carry [2, {carry_size}], "
         raise ConfigError(
             f"{label}: its network maps {shown} to {carries}policy output {list(got[0])} and "
             f"value {list(got[1])}; purerl needs {wanted}{what} {list(want[0])} and value "
             f"{list(want[1])}")
-    if carry_size is not None:
+    if whole:
+        return module
+    if carried:
         return UserRecurrentActorCritic(module, spec.num_outputs, carry_size, gaussian)
     return UserActorCritic(module, spec.num_outputs, gaussian)
-
-
-def with_policy_kernels(variables):
-    """`variables` (flax's, `{"params": ...}`) with the policy tower's kernels of `ActorCritic`'s
-    batched towers sliced out once (`TOWER_KERNELS`), for a loop that runs the policy at every
-    step; unchanged for a network without batched towers.
-
-    Args:
-        variables: the network's variables, `{"params": ...}`.
-
-    Returns:
-        The variables with the policy tower's kernels under `TOWER_KERNELS` as well.
-    """
-    towers = variables["params"].get("towers")
-    if towers is None:
-        return variables
-    tower = ActorCritic.POLICY_TOWER
-    return {**variables, TOWER_KERNELS: {"towers": {
-        f"{name}_{tower}": kernel[tower] for name, kernel in towers.items()
-        if name.startswith("kernel")}}}
 
 
 def _check_convolutions_fit(net, height: int, width: int) -> None:
@@ -368,57 +529,3 @@ def _check_convolutions_fit(net, height: int, width: int) -> None:
                 f"{height}x{width} observations: convolution {i} ({kernel}x{kernel}, stride "
                 f"{stride}, {padding}) gets {h}x{w}, smaller than its kernel")
         h, w = (conv_output_size(size, kernel, stride, padding) for size in (h, w))
-
-
-def make_network(net: NetworkConfig, spec: ActionSpec, obs_shape: Sequence[int],
-                 obs_bounds: Optional[Tuple[Any, Any]] = None,
-                 network: Optional[UserNetwork] = None,
-                 plan: ExecutionPlan = PLAIN) -> nn.Module:
-    """The actor-critic the settings describe.
-
-    Args:
-        net: the `network` settings.
-        spec: the policy's actions.
-        obs_shape: the observations the network reads (the wrapped env's).
-        obs_bounds: `(low, high)` of what the network reads, each broadcastable to
-            `obs_shape`: the bounds a quantizing torso (`net.vocab_size`) scales by.
-        network: a user's network given from Python (a flax module or a factory), in place of
-            `net.factory`.
-        plan: the execution plan (`conv_patch_matmul`).
-
-    Returns:
-        A `UserActorCritic` around the user's network (`network`, or `net.factory`), or a
-            `UserRecurrentActorCritic` when that module has a `carry_size`; else a
-            `RecurrentActorCritic` when `net.rnn` names a cell, else an `ActorCritic`.
-
-    Raises:
-        ConfigError: a CNN does not fit the observations, or a user's network gives other
-            shapes than purerl needs.
-    """
-    obs_shape = tuple(obs_shape)
-    if network is not None or net.factory is not None:
-        label = "network.factory=" + net.factory if network is None else (
-            f"network={type(network).__name__}")
-        user = load_callable("network.factory", net.factory) if network is None else network
-        return _user_actor_critic(label, user, net, spec, obs_shape)
-    if net.conv_channels:
-        if len(obs_shape) not in (2, 3):
-            raise ConfigError(
-                f"network.conv_channels={list(net.conv_channels)} (network=cnn) needs image "
-                f"observations [H, W] or [H, W, C]; the env gives shape {obs_shape}")
-        _check_convolutions_fit(net, *obs_shape[:2])
-    bounds = {}
-    if net.vocab_size:  # quantized within the bounds of what the network sees
-        bounds = {key: tuple(np.broadcast_to(np.asarray(limit, np.float64),
-                                             obs_shape).ravel().tolist())
-                  for key, limit in zip(("low", "high"), obs_bounds)}
-    settings = dict(num_outputs=spec.num_outputs, hidden_sizes=tuple(net.hidden_sizes),
-                    activation=net.activation, shared=net.shared,
-                    gaussian=spec.kind == "gaussian", conv_channels=tuple(net.conv_channels),
-                    conv_kernels=tuple(net.conv_kernels), conv_strides=tuple(net.conv_strides),
-                    conv_padding=tuple(net.conv_padding), vocab_size=net.vocab_size,
-                    embed_dim=net.embed_dim, obs_low=bounds.get("low", ()),
-                    obs_high=bounds.get("high", ()), conv_patch_matmul=plan.conv_patch_matmul)
-    if net.rnn is not None:
-        return RecurrentActorCritic(**settings, cell=net.rnn, rnn_size=net.rnn_size)
-    return ActorCritic(**settings)

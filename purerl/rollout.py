@@ -14,7 +14,6 @@ import jax
 import jax.numpy as jnp
 
 from purerl.agent import Agent, Memory
-from purerl.networks import with_policy_kernels
 from purerl.packing import batch_packer
 
 # The values of a rollout's observations are computed after its scan, this many at a time at most.
@@ -125,7 +124,7 @@ def rollout(agent: Agent, params, env_state, obs: jax.Array, obs_stats, env_para
     no_episodes = EpisodeSums(jnp.zeros(num_envs), jnp.zeros(num_envs, jnp.int32),
                               jnp.zeros(num_envs, jnp.int32))
     pack, unpack = batch_packer((env_state, obs, no_episodes, memory))
-    step_params = with_policy_kernels(params)  # sliced here, not at every step
+    step_params = agent.network.step_variables(params)  # sliced here, not at every step
 
     def step(carry, inputs):
         env_state, obs, sums, memory = unpack(carry)

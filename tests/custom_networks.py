@@ -50,3 +50,15 @@ def carry_grows(obs_shape, action_spec, network_config):
 def carry_size_not_an_int(obs_shape, action_spec, network_config):
     """`carry_size` 2.5: refused."""
     return _Memory(action_spec.num_outputs, carry_size=2.5)
+
+
+def purerl_wider(obs_shape, action_spec, network_config):
+    """purerl's own network through the factory contract, twice as wide as the settings say:
+    a whole `ActorCriticNetwork`, used as it is (not wrapped)."""
+    import dataclasses
+
+    from purerl.networks import purerl_network
+
+    wider = [2 * size for size in network_config.hidden_sizes]
+    return purerl_network(obs_shape, action_spec,
+                          dataclasses.replace(network_config, hidden_sizes=wider))

@@ -152,6 +152,33 @@ def test_a_network_given_from_python_runs_evaluates_and_loads(tmp_path):
     assert set(policy.evaluate(episodes=2)) == {"1.0", "0.0"}
 
 
+@pytest.mark.parametrize("settings", [{}, {"network.rnn": "gru", "network.rnn_size": 8},
+                                      {"network.shared": True}])
+def test_purerls_own_network_through_the_factory_contract_trains_the_same(settings):
+    """`network.factory=purerl.networks:purerl_network` is what purerl builds without a
+    factory: the same module, unwrapped, the same results bit for bit (two towers, a GRU, a
+    shared trunk); a factory's whole actor-critic (`custom_networks.purerl_wider`) is used as
+    it is, its separate towers run alone where the rollout acts."""
+    from purerl.agent import make_agent
+    from purerl.envs import make_env
+    from purerl.networks import ActorCritic, purerl_network
+    from purerl.recurrent import RecurrentActorCritic
+
+    config = tiny_config(**settings)
+    own = tiny_config(**settings, **{"network.factory": "purerl.networks:purerl_network"})
+    kind = RecurrentActorCritic if "network.rnn" in settings else ActorCritic
+    assert type(make_agent(own.env, own.network, *make_env(own.env)).network) is kind
+    assert type(make_program(config, network=purerl_network).agent.network) is kind
+    _, metrics = _train(config)
+    _, same = _train(own)
+    for a, b in zip(jax.tree.leaves(metrics), jax.tree.leaves(same)):
+        np.testing.assert_array_equal(a, b)
+    if not settings:
+        wider = tiny_config(**{"network.factory": "custom_networks:purerl_wider"})
+        network = make_agent(wider.env, wider.network, *make_env(wider.env)).network
+        assert isinstance(network, ActorCritic) and network.hidden_sizes == (32, 32)
+
+
 def test_network_rnn_with_a_users_network_is_refused():
     with pytest.raises(ConfigError, match="network.rnn=gru and network.factory=.*leave "):
         preflight(["+env=cartpole", "network=gru", "network.factory=custom_networks:small"])

@@ -15,7 +15,7 @@ from purerl.layers import (
     kernel_normal_size,
     orthogonal_from_normal,
 )
-from purerl.networks import ActorCritic, make_network, with_policy_kernels
+from purerl.networks import ActorCritic, make_network
 from purerl.preflight import config_dir, load_config
 from purerl.spaces import ActionSpec
 from purerl.validation import validate
@@ -322,7 +322,7 @@ def test_policy_and_value_methods_match_the_full_network(kwargs, obs_shape):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(net.apply(params, obs, 2, method=ActorCritic.value), value,
                                rtol=1e-5, atol=1e-6)
-    sliced = with_policy_kernels(params)
+    sliced = net.step_variables(params)
     if "towers" not in params["params"]:  # no batched towers: nothing to slice
         assert sliced is params
         return
