@@ -10,7 +10,7 @@ update, `peer_brax.purerl_num_steps`: 2048 x 80 for inverted_pendulum) as one ji
 zero actions where it steps envs without a policy; the programs are compiled, then called
 `--repeats` times taking turns (`throughput.timed`), the fastest call counting:
 
-- `purerl rollout`: `purerl.rollout.rollout` with the row's networks (Brax's sizes) at fresh
+- `purerl rollout`: `purerl.algos.rollout.rollout` with the row's networks (Brax's sizes) at fresh
   params: the policy's and the value tower's passes, the env steps, the values of the last
   step's next observations; the auto-resets drawn ahead of the scan or in each step, as the
   CPU plan has them at this size (`purerl.plan`'s `resets_ahead`: inverted_pendulum's 163,840
@@ -50,11 +50,11 @@ from other_peers import PEERS  # noqa: E402
 from peers import REPO, git_state, machine, package_versions  # noqa: E402
 from throughput import timed  # noqa: E402
 
-from purerl.agent import make_agent  # noqa: E402
+from purerl.algos.rollout import RolloutNoise, draws_resets_ahead, rollout  # noqa: E402
 from purerl.envs import make_env  # noqa: E402
 from purerl.envs.normalization import init_normalizer  # noqa: E402
 from purerl.envs.suites.brax import quiet_brax  # noqa: E402
-from purerl.rollout import RolloutNoise, draws_resets_ahead, rollout  # noqa: E402
+from purerl.nets.agent import make_agent  # noqa: E402
 
 
 def scanned(step, carry, num_steps: int, inputs=None):

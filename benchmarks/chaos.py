@@ -87,7 +87,7 @@ def _run(command, run_dir: Path, limit_kb: int = 0) -> subprocess.CompletedProce
 
 def _inject(fault: str, command, run_dir: Path, rng: random.Random) -> dict:
     """One fault, then the run's state: the exit code and the newest checkpoint."""
-    from purerl.checkpoint import CHECKPOINTS, Checkpoints
+    from purerl.storage.checkpoint import CHECKPOINTS, Checkpoints
 
     before = Checkpoints(run_dir / CHECKPOINTS).latest() if run_dir.exists() else None
     entry = {"fault": fault, "checkpoint_before": before}
@@ -136,7 +136,7 @@ def _same_state(a: Path, b: Path) -> bool:
     import jax
     import numpy as np
 
-    from purerl.restoring import restore_run
+    from purerl.storage.restoring import restore_run
 
     x, y = restore_run(a).state, restore_run(b).state
     return all(np.array_equal(np.asarray(p), np.asarray(q)) for p, q in

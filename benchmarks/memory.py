@@ -27,9 +27,9 @@ from pathlib import Path
 import jax
 from hydra import compose, initialize_config_dir
 
+from purerl.cli.preflight import config_dir, load_config
+from purerl.parallel.program import make_train
 from purerl.plan import execution_plan
-from purerl.preflight import config_dir, load_config
-from purerl.program import make_train
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PRESET = "breakout-minatar"

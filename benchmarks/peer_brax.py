@@ -453,7 +453,7 @@ def purerl_eval_run(spec: dict, launched: float) -> dict:
 
     import purerl
     from purerl.config import EvalConfig, LogConfig
-    from purerl.events import Event
+    from purerl.runs.events import Event
 
     setting = settings_of(spec)
     _, updates, env_steps = brax_schedule(setting, setting["num_evals"])

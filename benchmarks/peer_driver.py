@@ -234,7 +234,7 @@ def start_jax(compile_cache: str | None = None) -> None:
     if compile_cache is None:
         jax.config.update("jax_enable_compilation_cache", False)
     else:
-        from purerl.runtime import use_compile_cache
+        from purerl.parallel.runtime import use_compile_cache
 
         use_compile_cache(compile_cache)
     jax.block_until_ready(jax.jit(lambda x: x + 1)(jnp.zeros(())))

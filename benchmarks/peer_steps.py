@@ -102,12 +102,12 @@ def purerl_side(peer: str, setting: str, repeats: int) -> dict:
     import jax
     import optax
 
-    from purerl.agent import make_agent
+    from purerl.algos.learner import make_learner
+    from purerl.algos.ppo import make_ppo
+    from purerl.core.losses import Batch, ppo_term
+    from purerl.core.schedules import hyperparams_from_config
     from purerl.envs import make_env
-    from purerl.learner import Batch, make_learner
-    from purerl.losses import ppo_term
-    from purerl.ppo import make_ppo
-    from purerl.schedules import hyperparams_from_config
+    from purerl.nets.agent import make_agent
 
     if peer == "rejax":
         import peer_rejax

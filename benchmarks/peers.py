@@ -116,9 +116,9 @@ PURERL_ROWS = {
 ROWS = ["process", *DRIVER_ROWS, *PURERL_ROWS]
 # What each side's program imports before it starts: the CLI's modules (train.py imports the
 # heavy ones inside its functions); ppo.py imports all of its own at its top.
-PURERL_IMPORTS = ("import purerl.train, purerl.envs, purerl.evaluation, purerl.logging.sinks, "
-                  "purerl.logging.history, purerl.logging.progress, purerl.logging.plots, "
-                  "purerl.checkpoint, purerl.restoring")
+PURERL_IMPORTS = ("import purerl.train, purerl.envs, purerl.algos.evaluation, "
+                  "purerl.logging.sinks, purerl.logging.history, purerl.logging.progress, "
+                  "purerl.logging.plots, purerl.storage.checkpoint, purerl.storage.restoring")
 PURERL_PACKAGES = ["purerl", "jax", "jaxlib", "flax", "optax", "chex", "gymnax", "hydra-core",
                    "numpy"]
 PUREJAXRL_PACKAGES = ["jax", "jaxlib", "flax", "optax", "chex", "distrax", "gymnax", "brax",

@@ -20,7 +20,7 @@ import jax
 import numpy as np
 
 from purerl.config import Config, EnvConfig
-from purerl.program import make_train
+from purerl.parallel.program import make_train
 
 
 def mlp_flops_per_sample(obs_dim: int, hidden: list[int], num_actions: int) -> int:

@@ -25,8 +25,8 @@ from throughput import timed  # this file's folder is first on sys.path
 
 import purerl
 from purerl.config import Config, EnvConfig
+from purerl.parallel.program import make_train
 from purerl.plan import CPU, PLAIN
-from purerl.program import make_train
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

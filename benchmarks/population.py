@@ -25,7 +25,7 @@ import jax
 from throughput import timed
 
 from purerl.config import Config, EnvConfig, SweepConfig
-from purerl.program import make_train
+from purerl.parallel.program import make_train
 
 RESULTS = Path(__file__).resolve().parent / "results"
 LRS = [1e-3, 5e-4, 2.5e-4, 1e-4]

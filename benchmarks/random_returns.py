@@ -25,8 +25,8 @@ import jax.numpy as jnp
 import numpy as np
 from learning import all_presets
 
+from purerl.cli.preflight import compose_jobs
 from purerl.envs import make_env
-from purerl.preflight import compose_jobs
 
 RESULTS = Path(__file__).resolve().parent / "results" / "random_returns.json"
 

@@ -37,7 +37,7 @@ def worker(args) -> None:
     """One point, in this process (one of several with --num-processes): prints its JSON row
     from process 0."""
     from purerl.config import DistributedConfig
-    from purerl.distributed import initialize
+    from purerl.parallel.distributed import initialize
 
     if args.num_processes > 1:
         initialize(DistributedConfig(enabled=True, coordinator=f"localhost:{args.port}",
@@ -48,8 +48,9 @@ def worker(args) -> None:
     from jax.sharding import PartitionSpec as P
 
     from purerl.config import Config, EnvConfig
-    from purerl.parallel import DEVICE_AXIS, make_mesh, per_device, pmean, shard_over_devices
-    from purerl.program import make_program
+    from purerl.core.collectives import per_device, pmean
+    from purerl.parallel.devices import DEVICE_AXIS, make_mesh, shard_over_devices
+    from purerl.parallel.program import make_program
 
     config = Config(env=EnvConfig(name=args.env, num_envs=args.num_envs))
     config.total_timesteps = args.updates * config.batch_size

@@ -22,8 +22,8 @@ from pathlib import Path
 import jax
 from throughput import timed  # this file's folder is first on sys.path
 
+from purerl.core.prng import draw_bits, permutation_bits_shape, permutations_from_bits
 from purerl.plan import CPU
-from purerl.prng import draw_bits, permutation_bits_shape, permutations_from_bits
 
 RESULTS = Path(__file__).resolve().parent / "results"
 IMPL = "unsafe_rbg"

@@ -29,11 +29,11 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 from throughput import timed
 
-from purerl.agent import make_agent
+from purerl.cli.preflight import config_dir
 from purerl.config import SUITES
 from purerl.envs import make_env
-from purerl.preflight import config_dir
-from purerl.program import make_train
+from purerl.nets.agent import make_agent
+from purerl.parallel.program import make_train
 from purerl.validation import validate
 
 RESULTS = Path(__file__).resolve().parent / "results"

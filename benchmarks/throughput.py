@@ -31,7 +31,7 @@ from jax.experimental.compilation_cache import compilation_cache
 from purerl.config import Config, EnvConfig
 from purerl.envs import make_env
 from purerl.logging.history import final_returns
-from purerl.program import make_train
+from purerl.parallel.program import make_train
 from purerl.validation import validate
 
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -23,7 +23,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from purerl.layers import MLP, dense
+from purerl.nets.layers import MLP, dense
 
 STEPS = 100  # gradient steps per timed call
 

@@ -25,8 +25,8 @@ import dataclasses
 import jax.numpy as jnp
 
 import purerl
-from purerl.distributions import ActionDistribution
 from purerl.envs import check_env
+from purerl.nets.distributions import ActionDistribution
 
 
 def make_a2c(config, env, env_params, **parts) -> purerl.Algorithm:

@@ -7,7 +7,7 @@ al. 2017, "Proximal Policy Optimization Algorithms", section 4).
 The objective is the unclipped surrogate `ratio * advantage` minus `beta * KL(pi_old || pi)`
 (with PPO's value loss and entropy bonus), and after each update `beta` adapts to the KL `d`
 the update measured: halved when `d < target_kl / 1.5`, doubled when `d > target_kl * 1.5`.
-It is written against purerl's algorithm protocol (`purerl.algorithm`) and wraps
+It is written against purerl's algorithm protocol (`purerl.algos.algorithm`) and wraps
 `purerl.make_ppo` rather than copying it: the objective replaces PPO's own loss term
 (`make_ppo(objective=)`). Its settings are `algorithm.target_kl` and `algorithm.kl_beta`
 (`KLPenalty`); `kl_beta` is a hyperparameter, an array in `HyperParams.extra["kl_beta"]` (one
@@ -24,8 +24,8 @@ from dataclasses import dataclass
 import jax.numpy as jnp
 
 import purerl
-from purerl.distributions import ActionDistribution
 from purerl.envs import check_env
+from purerl.nets.distributions import ActionDistribution
 
 
 @dataclass

@@ -9,7 +9,7 @@ TensorBoard, W&B), averaged over the update's minibatches like PPO's own losses.
   `advantages` (normalized), `returns`, and `action_mask` where the env has one.
 - `outputs`: the network's output on `batch.obs`: `(policy_out, value [N], *extras)`; the
   extras are what a network of your own returns after those two (`examples/networks.py`).
-- `hparams`: the update's `purerl.schedules.HyperParams` (scheduled `lr`, `ent_coef`, ...).
+- `hparams`: the update's `purerl.core.schedules.HyperParams` (scheduled `lr`, `ent_coef`, ...).
 
     python -m purerl.train +env=cartpole ppo.loss_terms=[examples.loss_terms:weight_decay]
     python -m purerl.train +env=cartpole network.factory=examples.networks:residual_mlp \\

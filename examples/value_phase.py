@@ -19,7 +19,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 import purerl
-from purerl.learner import Learned, Learner
+from purerl.algos.learner import Learned, Learner
 
 VALUE_EPOCHS = 4  # the value phase's passes over the batch
 

@@ -10,6 +10,7 @@ import itertools
 import numbers
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Dict, List, NamedTuple, Optional
 
 SCHEDULED_HYPERPARAMS = ("lr", "ent_coef", "clip_eps", "vf_coef", "gamma", "gae_lambda")
@@ -279,7 +280,7 @@ class Config:
         sweep: `SweepConfig`, hyperparameter values trained at once.
         pbt: `PBTConfig`, population-based training of the members.
         algorithm: the algorithm: `name` (`pkg.module:make_fn`, None for PPO) and the
-            settings of its own that `make_fn.settings` declares (`purerl.algorithm`).
+            settings of its own that `make_fn.settings` declares (`purerl.algos.algorithm`).
     """
 
     seed: int = 0
@@ -309,7 +310,7 @@ class Config:
     # eval.every > 0, else after a logged update); null: train all total_timesteps
     stop_at_return: Optional[float] = None
     # The algorithm: `name`, "pkg.module:make_fn", an algorithm of a user's in place of PPO
-    # (`purerl.algorithm`), `make_fn(config, env, env_params, **parts) -> Algorithm(init,
+    # (`purerl.algos.algorithm`), `make_fn(config, env, env_params, **parts) -> Algorithm(init,
     # update)`, null: PPO; every other key one of the settings its `make_fn.settings` declares.
     # `Config(algorithm="pkg.module:make_fn")`, as the command line's `algorithm=...`, is
     # `{"name": "pkg.module:make_fn"}`.
@@ -432,6 +433,18 @@ def number_problem(value: Any, kind: str, default: Any) -> str:
     if value < 0 and (default > 0 or kind == "u"):
         return ">= 0"
     return ""
+
+
+def config_dir() -> Path:
+    """The `conf/` beside this package: inside it in a wheel (`purerl/conf`), at the
+    repository's top level in a source checkout.
+
+    Returns:
+        The directory's `Path`.
+    """
+    package = Path(__file__).resolve().parent
+    installed = package / "conf"
+    return installed if (installed / "config.yaml").is_file() else package.parent / "conf"
 
 
 def flat_settings(tree: Any, prefix: str = "") -> Dict[str, Any]:

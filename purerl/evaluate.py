@@ -22,8 +22,8 @@ import os
 from pathlib import Path
 from typing import Dict, List, Optional
 
+from purerl.cli.run_args import parse_run_args, run_command
 from purerl.config import ConfigError
-from purerl.run_args import parse_run_args, run_command
 from purerl.validation import validate
 
 # Envs gymnax's Visualizer draws.
@@ -87,12 +87,12 @@ def evaluate_run(args: EvaluateArgs) -> Dict[str, Dict[str, float]]:
     import jax
     import numpy as np
 
+    from purerl.algos.evaluation import make_evaluator, with_evaluation
     from purerl.envs import make_env
-    from purerl.evaluation import make_evaluator, with_evaluation
-    from purerl.parallel import map_seeds
-    from purerl.restoring import restore_run
-    from purerl.sweep import is_sweep, point_label
-    from purerl.trained import checked_member
+    from purerl.parallel.devices import map_seeds
+    from purerl.reports.sweep import is_sweep, point_label
+    from purerl.storage.restoring import restore_run
+    from purerl.storage.trained import checked_member
 
     saved = restore_run(Path(args.run), args.checkpoint)
     config, state, update = saved.config, saved.state, saved.update

@@ -31,9 +31,9 @@ import os
 from pathlib import Path
 from typing import List, Optional
 
+from purerl.cli.run_args import parse_run_args, run_command
 from purerl.config import ConfigError
-from purerl.run_args import parse_run_args, run_command
-from purerl.write_errors import writes_to
+from purerl.storage.write_errors import writes_to
 
 
 @dataclasses.dataclass
@@ -61,7 +61,7 @@ def parse_args(argv: List[str]) -> ExportArgs:
         ConfigError: an unknown key, a bad value, a setting `check_settings` refuses, or an
             `out` that cannot be written.
     """
-    from purerl.exporting import DEFAULT_PLATFORMS, SUFFIXES, check_settings
+    from purerl.storage.exporting import DEFAULT_PLATFORMS, SUFFIXES, check_settings
 
     args = parse_run_args(argv, ExportArgs)
     if args.checkpoint not in ("final", "best"):
@@ -99,10 +99,10 @@ def export_run(args: ExportArgs) -> Path:
 
     Raises:
         ConfigError: the run has no intact checkpoint, or `member` is out of range.
-        purerl.write_errors.WriteError: the file could not be written.
+        purerl.storage.write_errors.WriteError: the file could not be written.
     """
-    from purerl.exporting import DEFAULT_PLATFORMS, export_policy, policy_signature
-    from purerl.trained import load
+    from purerl.storage.exporting import DEFAULT_PLATFORMS, export_policy, policy_signature
+    from purerl.storage.trained import load
 
     policy = load(args.run, args.checkpoint, args.member)
     platforms = tuple(args.platforms or DEFAULT_PLATFORMS)

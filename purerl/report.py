@@ -6,7 +6,7 @@ them, and writes report.md, report.json, performance_profiles.png and sample_eff
 `out`: per group the mean, median, interquartile mean (IQM) and optimality gap, each with a 95%
 stratified bootstrap confidence interval; the probability that each group's runs score above
 each other group's; performance profiles; and the IQM against env steps. The definitions are
-rliable's (Agarwal et al., NeurIPS 2021), reproduced in `purerl.aggregate`.
+rliable's (Agarwal et al., NeurIPS 2021), reproduced in `purerl.reports.aggregate`.
 
     DIR ...               run directories, or folders to search for them (at least one)
     group_by=run          run: each run (a sweep: each grid point); all: one group; or a
@@ -35,8 +35,9 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 
 from purerl.config import Config, ConfigError, flat_settings, result_settings
-from purerl.report_markdown import markdown
-from purerl.report_statistics import (
+from purerl.reports.markdown import markdown
+from purerl.reports.results import EVAL_RETURN, FINAL_RETURN, read_samples
+from purerl.reports.statistics import (
     SIZE,
     aggregates,
     curves,
@@ -46,8 +47,7 @@ from purerl.report_statistics import (
     raw_target,
     score_ranges,
 )
-from purerl.results import EVAL_RETURN, FINAL_RETURN, read_samples
-from purerl.write_errors import WriteError, writes_to
+from purerl.storage.write_errors import WriteError, writes_to
 
 FILES = ("report.md", "report.json", "performance_profiles.png", "sample_efficiency.png")
 
@@ -130,7 +130,7 @@ def make_report(args: ReportArgs) -> Dict:
     Raises:
         ConfigError: no runs; raw returns of several envs; a group with 1 run of an env; an
             unknown metric; an env without a score range.
-        purerl.write_errors.WriteError: a file in `args.out` could not be written.
+        purerl.storage.write_errors.WriteError: a file in `args.out` could not be written.
     """
     with writes_to(Path(args.out)):
         return _make_report(args)

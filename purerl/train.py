@@ -2,7 +2,7 @@
 
 `--help` lists every setting and preset, `--version` prints the version.
 
-Settings are checked before anything compiles (`purerl.preflight`): first every setting, before
+Settings are checked before anything compiles (`purerl.cli.preflight`): first every setting, before
 JAX is imported, then the device count and the environments; a bad one prints a one-line error
 and exits 2. Each job (one, or a Hydra sweep's) then trains with `purerl.run` in Hydra's output
 directory. Exit codes: 0 done (or stopped by an event such as `stop_at_return`), 1 a
@@ -28,10 +28,10 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from purerl.compiling import ProgramCache
-from purerl.config import ConfigError
-from purerl.preflight import config_dir, load_config, normalize_argv, preflight
-from purerl.runtime import check_same_run_dir, join_processes
+from purerl.cli.preflight import load_config, normalize_argv, preflight
+from purerl.config import ConfigError, config_dir
+from purerl.parallel.runtime import check_same_run_dir, join_processes
+from purerl.runs.compiling import ProgramCache
 from purerl.validation import check_devices
 
 log = logging.getLogger("purerl")
@@ -46,10 +46,10 @@ def _job(cfg: DictConfig, cache: ProgramCache) -> Optional[float]:
     optimizes: the final return (a sweep's best grid point's), None for a failed job."""
     import jax
 
-    from purerl.distributed import exit_lost_peer, lost_peer
-    from purerl.runner import run
-    from purerl.signals import exit_code_of
-    from purerl.write_errors import WriteError
+    from purerl.parallel.distributed import exit_lost_peer, lost_peer
+    from purerl.runs.runner import run
+    from purerl.runs.signals import exit_code_of
+    from purerl.storage.write_errors import WriteError
 
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     try:
@@ -123,7 +123,7 @@ def _answer_flags(argv: List[str]) -> None:
     """`--help` (`-h`) prints purerl's settings and presets, `--version` its version; either
     exits 0 before Hydra runs (Hydra's own help: `--hydra-help`)."""
     if "--help" in argv or "-h" in argv:
-        from purerl.settings_help import help_text
+        from purerl.cli.settings_help import help_text
 
         print(help_text(), end="")
         sys.exit(0)
@@ -149,7 +149,7 @@ def main() -> None:
     def hydra_job(cfg: DictConfig) -> Optional[float]:
         return _job(cfg, cache)
 
-    from purerl.write_errors import WriteError
+    from purerl.storage.write_errors import WriteError
 
     try:
         preflight(sys.argv[1:])

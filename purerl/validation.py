@@ -416,7 +416,7 @@ def check_algorithm_settings(config: Config, make_fn: Any) -> AlgorithmSettings:
 
     Args:
         config: the run's settings.
-        make_fn: the algorithm's factory (`purerl.algorithm.MakeAlgorithm`); None for PPO,
+        make_fn: the algorithm's factory (`purerl.algos.algorithm.MakeAlgorithm`); None for PPO,
             which declares no settings of this section (its own are `ppo.*`).
 
     Returns:

@@ -99,7 +99,7 @@ class ComboLock(environment.Environment):
                                 for i, n in enumerate(self.nvec)])
 
     def action_space(self, params=None):
-        from purerl.spaces import MultiDiscrete
+        from purerl.envs.action_spaces import MultiDiscrete
 
         if self.as_tuple:
             return spaces.Tuple([spaces.Discrete(n) for n in self.nvec])

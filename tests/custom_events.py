@@ -1,6 +1,6 @@
 """Events of a user's own, named on the command line as events=[custom_events:<Cls>]."""
 
-from purerl.events import Event
+from purerl.runs.events import Event
 
 
 class StopAtUpdateTwo(Event):

@@ -57,7 +57,7 @@ def purerl_wider(obs_shape, action_spec, network_config):
     a whole `ActorCriticNetwork`, used as it is (not wrapped)."""
     import dataclasses
 
-    from purerl.networks import purerl_network
+    from purerl.nets.networks import purerl_network
 
     wider = [2 * size for size in network_config.hidden_sizes]
     return purerl_network(obs_shape, action_spec,

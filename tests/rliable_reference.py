@@ -1,5 +1,5 @@
 """Writes tests/rliable_reference.json: rliable's own numbers for fixed synthetic scores, which
-tests/test_report.py compares `purerl.aggregate` with (to 1e-6, the same seed).
+tests/test_report.py compares `purerl.reports.aggregate` with (to 1e-6, the same seed).
 
 rliable is not a dependency of purerl: run this from a venv that has it. rliable 1.2.0 imports
 only beside pandas < 3 (its `arch` 7.2's `deprecate_kwarg` fails with pandas 3):

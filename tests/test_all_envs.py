@@ -5,7 +5,7 @@ import jax
 import numpy as np
 import pytest
 
-from purerl.program import make_train
+from purerl.parallel.program import make_train
 
 OFFLINE_ENVS = [name for name in gymnax.registered_envs if name != "MNISTBandit-bsuite"]
 

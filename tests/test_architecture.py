@@ -24,7 +24,7 @@ FILE_NAME = re.compile(r"\.(jsonl?|md|yaml|png|onnx)$")  # summary.json, report.
 TOP_DIRS = ("examples/", "tests/", "benchmarks/", "docs/")  # paths from the repository's root
 # Names the page uses for an instance of a class of purerl's: a `Run`, a state's normalizer,
 # the `env` settings
-INSTANCES = {"run": ("purerl.events", "Run"),
+INSTANCES = {"run": ("purerl.runs.events", "Run"),
              "normalizer": ("purerl.envs.normalization", "Normalizer"),
              "env": ("purerl.config", "EnvConfig")}
 OTHER_LIBRARIES = {"jax", "optax", "typing"}  # the first part of a dotted name of theirs

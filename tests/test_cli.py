@@ -8,9 +8,9 @@ import jax
 import pytest
 from conftest import tiny_config
 
-from purerl.compiling import eval_keys
+from purerl.cli.preflight import preflight
 from purerl.config import ConfigError
-from purerl.preflight import preflight
+from purerl.runs.compiling import eval_keys
 
 TINY = ["total_timesteps=1024", "ppo.num_steps=32", "ppo.num_epochs=2", "ppo.num_minibatches=2",
         "network.hidden_sizes=[16,16]"]
@@ -223,8 +223,8 @@ def test_help_lists_settings_presets_and_docs_without_jax(cli):
 
 
 def test_settings_reference_covers_the_schema_with_comments():
-    from purerl.preflight import _schema_keys
-    from purerl.settings_help import settings_reference
+    from purerl.cli.preflight import _schema_keys
+    from purerl.cli.settings_help import settings_reference
 
     rows = settings_reference()
     keys = {re.sub(r"^ppo\.schedule\.\w+\.", "ppo.schedule.<name>.", k) for k in _schema_keys()}

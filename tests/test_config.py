@@ -5,10 +5,10 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from purerl.config import Config, ConfigError, EnvConfig, auto_cpu_devices
-from purerl.preflight import config_dir, load_config, preflight
-from purerl.restoring import config_differences
-from purerl.runtime import compile_cache_dir
+from purerl.cli.preflight import load_config, preflight
+from purerl.config import Config, ConfigError, EnvConfig, auto_cpu_devices, config_dir
+from purerl.parallel.runtime import compile_cache_dir
+from purerl.storage.restoring import config_differences
 from purerl.validation import check_devices, validate
 
 

@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 from conftest import cli_env
 
-from purerl.checkpoint import CHECKPOINTS
 from purerl.config import ConfigError
-from purerl.restoring import restore_run
-from purerl.run_dir import params_from
+from purerl.runs.run_dir import params_from
+from purerl.storage.checkpoint import CHECKPOINTS
+from purerl.storage.restoring import restore_run
 from purerl.validation import validate
 
 TESTS = Path(__file__).parent
@@ -27,13 +27,13 @@ TRAIN = """
 import pickle, sys, jax, numpy as np
 from conftest import tiny_config
 from purerl.config import DistributedConfig
-from purerl.distributed import initialize
+from purerl.parallel.distributed import initialize
 port, process, out = sys.argv[1], sys.argv[2], sys.argv[3]
 if process != "alone":
     initialize(DistributedConfig(enabled=True, coordinator=f"localhost:{port}", num_processes=2,
                                  process_id=int(process)))
-from jax.experimental import multihost_utils  # gymnax, under purerl.program, makes arrays
-from purerl.program import make_train
+from jax.experimental import multihost_utils  # gymnax, under purerl.parallel.program, makes arrays
+from purerl.parallel.program import make_train
 assert jax.device_count() == 2
 _, metrics = jax.jit(make_train(tiny_config()))(jax.random.key(0))
 if process != "alone":

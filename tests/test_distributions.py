@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 from gymnax.environments import spaces
 
-from purerl.distributions import (
+from purerl.envs.action_spaces import MultiDiscrete, analyze_action_space
+from purerl.nets.distributions import (
     ActionDistribution,
     categorical_entropy,
     categorical_log_prob,
     categorical_mode,
 )
-from purerl.spaces import MultiDiscrete, analyze_action_space
 
 P = np.array([[0.2, 0.3, 0.5], [0.6, 0.3, 0.1]])
 LOGITS = jnp.log(jnp.array(P))
@@ -73,7 +73,7 @@ def test_gaussian_closed_forms_and_temperature():
 def test_categorical_reductions_match_jax_for_few_and_many_choices(num_choices):
     """Up to UNROLLED_MAX_CHOICES the reductions over the choices are written column by column;
     both ways must agree with jax.nn / jnp, ties included (the first maximal index wins)."""
-    from purerl.distributions import categorical_log_softmax
+    from purerl.nets.distributions import categorical_log_softmax
 
     logits = jax.random.normal(jax.random.key(num_choices), (64, num_choices)) * 3.0
     logits = logits.at[0].set(1.0)  # all tied

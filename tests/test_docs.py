@@ -11,10 +11,10 @@ import shlex
 import pytest
 from conftest import REPO
 
+from purerl.cli.preflight import compose_jobs
 from purerl.config import Config, ConfigError, EnvConfig, LogConfig
 from purerl.evaluate import parse_args as evaluate_args
 from purerl.export import parse_args as export_args
-from purerl.preflight import compose_jobs
 from purerl.report import parse_args as parse_report_args
 
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]

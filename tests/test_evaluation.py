@@ -6,11 +6,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from purerl.agent import make_agent
+from purerl.algos.evaluation import eval_max_steps, make_evaluator
 from purerl.envs import make_env
 from purerl.envs.normalization import init_running_stats
-from purerl.evaluation import eval_max_steps, make_evaluator
-from purerl.program import make_program
+from purerl.nets.agent import make_agent
+from purerl.parallel.program import make_program
 
 
 def _evaluator(config, env, env_params):

@@ -10,12 +10,12 @@ import pytest
 from conftest import run_cli, tiny_config
 
 import purerl
-from purerl.checkpoint import CHECKPOINTS, Checkpoints
-from purerl.compiling import ProgramCache
+from purerl.cli.preflight import preflight
 from purerl.config import ConfigError
-from purerl.events import Event
-from purerl.preflight import preflight
-from purerl.restoring import restore_run
+from purerl.runs.compiling import ProgramCache
+from purerl.runs.events import Event
+from purerl.storage.checkpoint import CHECKPOINTS, Checkpoints
+from purerl.storage.restoring import restore_run
 
 
 def _rows(run_dir):
@@ -173,7 +173,7 @@ class ChunkSizes(Event):
 def test_chunk_updates_fit_chunk_s_at_the_last_chunks_pace():
     """10 updates in 5 s: 60 fit in 30 s, cut to the room; a slow update still runs alone; a
     chunk too quick to time fills the room."""
-    from purerl.runner import chunk_updates
+    from purerl.runs.runner import chunk_updates
 
     assert chunk_updates(10, 5.0, 30.0, 1000) == 60
     assert chunk_updates(10, 5.0, 30.0, 50) == 50
@@ -186,7 +186,7 @@ def test_a_chunk_ends_by_chunk_s_or_at_the_next_time_based_checkpoint():
     this chunk leaves chunk_s; every 3 s, 3; none (every_s=0), chunk_s."""
     import dataclasses
 
-    from purerl.runner import chunk_time_budget
+    from purerl.runs.runner import chunk_time_budget
 
     config = dataclasses.replace(_config(), chunk_s=30.0)
     every = lambda seconds: dataclasses.replace(  # noqa: E731

@@ -16,10 +16,10 @@ import pytest
 from conftest import REPO, cli_env, tiny_config
 
 import purerl
-from purerl.agent import Memory, make_agent
 from purerl.config import ConfigError
 from purerl.export import export_run, parse_args
-from purerl.exporting import check_settings, export_policy, policy_signature
+from purerl.nets.agent import Memory, make_agent
+from purerl.storage.exporting import check_settings, export_policy, policy_signature
 
 # One update each, of 4 envs x 16 steps, on networks of 8 or 16 units
 RUNS = {

@@ -15,9 +15,9 @@ import pytest
 from conftest import REPO, cli_env, resume_from_checkpoint, run_cli, run_cli_ok, tiny_config
 
 import purerl
+from purerl.cli.preflight import preflight
 from purerl.config import ConfigError
-from purerl.preflight import preflight
-from purerl.program import make_program
+from purerl.parallel.program import make_program
 
 
 class Small(nn.Module):
@@ -155,17 +155,17 @@ def test_a_network_given_from_python_runs_evaluates_and_loads(tmp_path):
 @pytest.mark.parametrize("settings", [{}, {"network.rnn": "gru", "network.rnn_size": 8},
                                       {"network.shared": True}])
 def test_purerls_own_network_through_the_factory_contract_trains_the_same(settings):
-    """`network.factory=purerl.networks:purerl_network` is what purerl builds without a
+    """`network.factory=purerl.nets.networks:purerl_network` is what purerl builds without a
     factory: the same module, unwrapped, the same results bit for bit (two towers, a GRU, a
     shared trunk); a factory's whole actor-critic (`custom_networks.purerl_wider`) is used as
     it is, its separate towers run alone where the rollout acts."""
-    from purerl.agent import make_agent
     from purerl.envs import make_env
-    from purerl.networks import ActorCritic, purerl_network
-    from purerl.recurrent import RecurrentActorCritic
+    from purerl.nets.agent import make_agent
+    from purerl.nets.networks import ActorCritic, purerl_network
+    from purerl.nets.recurrent import RecurrentActorCritic
 
     config = tiny_config(**settings)
-    own = tiny_config(**settings, **{"network.factory": "purerl.networks:purerl_network"})
+    own = tiny_config(**settings, **{"network.factory": "purerl.nets.networks:purerl_network"})
     kind = RecurrentActorCritic if "network.rnn" in settings else ActorCritic
     assert type(make_agent(own.env, own.network, *make_env(own.env)).network) is kind
     assert type(make_program(config, network=purerl_network).agent.network) is kind

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from conftest import REPO, cli_env
 
-from purerl.checkpoint import Checkpoints
 from purerl.config import ConfigError
-from purerl.run_dir import resume_point
-from purerl.signals import exit_code_of, status_of
+from purerl.runs.run_dir import resume_point
+from purerl.runs.signals import exit_code_of, status_of
+from purerl.storage.checkpoint import Checkpoints
 
 
 def _resume_point(config, run_dir):
@@ -71,8 +71,8 @@ def test_a_checkpoint_that_cannot_be_written_is_one_error_and_the_last_stays(tmp
     script = textwrap.dedent(f"""
         import resource
         import jax.numpy as jnp
-        from purerl.checkpoint import Checkpoints
-        from purerl.write_errors import WriteError
+        from purerl.storage.checkpoint import Checkpoints
+        from purerl.storage.write_errors import WriteError
 
         checkpoints = Checkpoints({str(tmp_path)!r}, owner=True)
         checkpoints.save(1, {{"x": jnp.zeros(10)}}, {{"update": 1}})

@@ -5,13 +5,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from purerl.agent import make_agent
+from purerl.algos.learner import make_learner, make_optimizer, target_kl_stop
+from purerl.core.losses import Batch, ppo_term
+from purerl.core.prng import SHUFFLE_ROUNDS, draw_bits
+from purerl.core.schedules import hyperparams_from_config
 from purerl.envs import make_env
-from purerl.layers import init_params
-from purerl.learner import Batch, make_learner, make_optimizer, target_kl_stop
-from purerl.losses import ppo_term
-from purerl.prng import SHUFFLE_ROUNDS, draw_bits
-from purerl.schedules import hyperparams_from_config
+from purerl.nets.agent import make_agent
+from purerl.nets.layers import init_params
 
 BATCH = 64
 

@@ -2,7 +2,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from purerl.losses import normalize_advantages, ppo_loss
+from purerl.core.losses import normalize_advantages, ppo_loss
 
 OLD_LOG_PROB = jnp.array([-0.7, -1.2])
 INPUTS = dict(

@@ -6,8 +6,10 @@ from conftest import tiny_config
 from gymnax.environments import spaces
 from hydra import compose, initialize_config_dir
 
-from purerl.config import ConfigError, NetworkConfig
-from purerl.layers import (
+from purerl.cli.preflight import load_config
+from purerl.config import ConfigError, NetworkConfig, config_dir
+from purerl.envs.action_spaces import ActionSpec
+from purerl.nets.layers import (
     TOWER_KERNELS,
     Conv,
     conv_output_size,
@@ -15,9 +17,7 @@ from purerl.layers import (
     kernel_normal_size,
     orthogonal_from_normal,
 )
-from purerl.networks import ActorCritic, make_network
-from purerl.preflight import config_dir, load_config
-from purerl.spaces import ActionSpec
+from purerl.nets.networks import ActorCritic, make_network
 from purerl.validation import validate
 
 NATURE = {"conv_channels": (32, 64, 64), "conv_kernels": (8, 4, 3), "conv_strides": (4, 2, 1)}
@@ -136,7 +136,7 @@ def test_shared_trunk_has_one_torso():
 
 
 def test_tokenizer_quantizes_with_bounds_and_squashes_unbounded_dims():
-    from purerl.layers import Tokenizer
+    from purerl.nets.layers import Tokenizer
 
     tok = Tokenizer(low=(-1.0, -3e38), high=(1.0, 3e38), vocab_size=4, embed_dim=1)
     params = tok.init(jax.random.key(0), jnp.zeros((1, 2)))
@@ -151,7 +151,7 @@ def test_tokenizer_quantizes_with_bounds_and_squashes_unbounded_dims():
 def test_two_towers_are_two_orthogonal_mlps_in_one():
     """The batched towers: each tower's kernels orthogonal with gain sqrt 2 on their own, the
     towers different, and each tower's output what a plain MLP with its weights computes."""
-    from purerl.layers import MLP
+    from purerl.nets.layers import MLP
 
     towers = MLP((8, 6), "tanh", num_towers=2)
     x = jax.random.normal(jax.random.key(1), (5, 3))

@@ -81,7 +81,7 @@ def test_trainer_keeps_statistics_of_what_it_saw(make_config):
     exactly 10 steps, so the trainer's return statistics are known exactly."""
     from custom_envs import NoisyObs
 
-    from purerl.program import make_train
+    from purerl.parallel.program import make_train
 
     config = make_config(**{"env.name": "custom_envs:NoisyObs", "env.normalize_obs": True,
                             "env.normalize_reward": True, "total_timesteps": 4096})

@@ -8,10 +8,15 @@ import optax
 import pytest
 from jax.flatten_util import ravel_pytree
 
+from purerl.algos.learner import (
+    default_optimizer,
+    make_optimizer,
+    ravel_like_params,
+    unravel_like_params,
+)
+from purerl.algos.ppo import make_ppo
+from purerl.core.schedules import hyperparams_from_config
 from purerl.envs import make_env
-from purerl.learner import default_optimizer, make_optimizer, ravel_like_params, unravel_like_params
-from purerl.ppo import make_ppo
-from purerl.schedules import hyperparams_from_config
 
 
 def _is_value_head(path) -> bool:

@@ -4,7 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from purerl.packing import batch_packer
+from purerl.core.packing import batch_packer
 
 
 def _tree(seed):

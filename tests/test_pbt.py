@@ -8,8 +8,8 @@ import pytest
 from conftest import resume_from_checkpoint, run_cli, tiny_config
 
 from purerl.config import ConfigError
-from purerl.pbt import generation_fitness, make_pbt_step
-from purerl.program import make_program
+from purerl.parallel.pbt import generation_fitness, make_pbt_step
+from purerl.parallel.program import make_program
 from purerl.validation import validate
 
 

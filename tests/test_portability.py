@@ -14,7 +14,7 @@ from conftest import REPO, cli_env, resume_from_checkpoint, run_cli_ok
 from jax.flatten_util import ravel_pytree
 
 import purerl
-from purerl.restoring import restore_run
+from purerl.storage.restoring import restore_run
 
 TINY = ["+env=cartpole", "ppo.num_steps=32", "ppo.num_epochs=2", "ppo.num_minibatches=2",
         "network.hidden_sizes=[16,16]", "log.progress=false", "log.tensorboard=false",
@@ -142,8 +142,8 @@ def test_a_checkpoint_of_purerl_0_2_0_loads_and_resumes(tmp_path):
 RESUME = """
 import dataclasses, json, sys
 import jax, numpy as np
-import purerl, purerl.runner as runner
-from purerl.restoring import restore_run
+import purerl, purerl.runs.runner as runner
+from purerl.storage.restoring import restore_run
 run_dir, total = sys.argv[1], int(sys.argv[2])
 saved = restore_run(run_dir)  # on one device
 opened = runner._open_or_resume

@@ -10,8 +10,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from purerl.learner import nonfinite_bits
-from purerl.program import make_program, make_train
+from purerl.algos.learner import nonfinite_bits
+from purerl.parallel.program import make_program, make_train
 
 
 @pytest.fixture(scope="module")
@@ -137,9 +137,9 @@ def test_whole_run_program_on_two_devices_with_two_seeds(tmp_path):
         "import jax, numpy as np\n"
         "from jax.sharding import PartitionSpec as P\n"
         "from conftest import tiny_config\n"
-        "from purerl.algorithm import RUNNER_STATE_ENVS_AXIS\n"
-        "from purerl.parallel import DEVICE_AXIS\n"
-        "from purerl.program import make_program, make_train\n"
+        "from purerl.algos.algorithm import RUNNER_STATE_ENVS_AXIS\n"
+        "from purerl.parallel.devices import DEVICE_AXIS\n"
+        "from purerl.parallel.program import make_program, make_train\n"
         "assert jax.local_device_count() == 2\n"
         "split = make_program(tiny_config()).state_sharding\n"
         "specs = jax.tree.map(lambda sharding: sharding.spec, split)\n"
@@ -175,10 +175,10 @@ def test_plain_paths_train(make_config):
     `jax.random.permutation`, minibatches gathered per step, flax's own init, Adam on the
     param tree), as other backends run, the trainer still trains, on other random streams; the
     CPU plan is what a program on the CPU takes."""
+    from purerl.algos.ppo import make_ppo
+    from purerl.core.schedules import hyperparams_from_config
     from purerl.envs import make_env
     from purerl.plan import CPU, PLAIN
-    from purerl.ppo import make_ppo
-    from purerl.schedules import hyperparams_from_config
 
     config = make_config()
     program = make_program(config)

@@ -8,9 +8,9 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from purerl.config import SUITES
+from purerl.cli.preflight import load_config, presets
+from purerl.config import SUITES, config_dir
 from purerl.envs import check_env, make_env
-from purerl.preflight import config_dir, load_config, presets
 
 OFFLINE_IDS = [name for name in gymnax.registered_envs if name != "MNISTBandit-bsuite"]
 
@@ -69,7 +69,7 @@ def test_pendulum_preset_learns_a_box_policy_with_a_short_budget():
     import numpy as np
 
     from purerl.logging.history import final_returns
-    from purerl.program import make_train
+    from purerl.parallel.program import make_train
 
     config = _compose("pendulum", "total_timesteps=200_000")
     _, metrics = jax.jit(make_train(config))(jax.random.key(config.seed))

@@ -5,8 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from purerl.plan import CPU
-from purerl.prng import (
+from purerl.core.prng import (
     SHUFFLE_ROUNDS,
     convert_key,
     draw_bits,
@@ -18,6 +17,7 @@ from purerl.prng import (
     permutations_from_bits,
     uniform_from_bits,
 )
+from purerl.plan import CPU
 
 
 @pytest.mark.parametrize("seed", [0, 7, 2**31 - 1])

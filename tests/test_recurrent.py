@@ -13,12 +13,12 @@ import pytest
 from conftest import REPO, run_cli, run_cli_ok
 
 import purerl
-from purerl.checkpoint import CHECKPOINTS
 from purerl.config import ConfigError
-from purerl.layers import init_params
-from purerl.program import make_program, make_train
-from purerl.recurrent import RecurrentActorCritic
-from purerl.restoring import restore_run
+from purerl.nets.layers import init_params
+from purerl.nets.recurrent import RecurrentActorCritic
+from purerl.parallel.program import make_program, make_train
+from purerl.storage.checkpoint import CHECKPOINTS
+from purerl.storage.restoring import restore_run
 from purerl.validation import validate
 
 # Recall: 8 envs x 12 steps (4 episodes of 3 steps each per rollout), one minibatch per epoch.

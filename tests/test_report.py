@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from purerl import aggregate
+from purerl.reports import aggregate
 
 REFERENCE = json.loads((Path(__file__).parent / "rliable_reference.json").read_text())
 
@@ -269,7 +269,7 @@ def test_bad_input_is_one_line(bad_inputs, folder, argv, message):
 
 
 def test_a_failed_write_names_the_path(bad_inputs):
-    from purerl.write_errors import WriteError
+    from purerl.storage.write_errors import WriteError
 
     (bad_inputs / "a_file").write_text("")
     with pytest.raises(WriteError, match=r"^cannot write \S+a_file/out: Not a directory$"):

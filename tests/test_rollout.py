@@ -4,13 +4,13 @@ import jax
 import numpy as np
 import pytest
 
-import purerl.rollout
-from purerl.agent import make_agent
+import purerl.algos.rollout
+from purerl.algos.rollout import RolloutNoise, rollout
 from purerl.envs import make_env
 from purerl.envs.normalization import init_running_stats
-from purerl.layers import init_params
-from purerl.networks import ActorCritic
-from purerl.rollout import RolloutNoise, rollout
+from purerl.nets.agent import make_agent
+from purerl.nets.layers import init_params
+from purerl.nets.networks import ActorCritic
 
 NUM_STEPS, NUM_ENVS = 24, 8
 CHAIN_END, TIME_LIMIT = 4, 10  # custom_envs.Chain's default params
@@ -35,7 +35,7 @@ def test_rollout_transitions_follow_the_chain(chain_agent, resets_drawn_ahead,
     terminates with reward 1; the 10th step of an episode truncates it. Values come from one
     pass after the scan, or (48 samples at most: 3 steps of 2 x 8) from 8 chunks of it."""
     if value_pass_samples is not None:
-        monkeypatch.setattr(purerl.rollout, "MAX_VALUE_PASS_SAMPLES", value_pass_samples)
+        monkeypatch.setattr(purerl.algos.rollout, "MAX_VALUE_PASS_SAMPLES", value_pass_samples)
     agent, params, env_params = chain_agent
     keys = jax.random.split(jax.random.key(0), 4)
     obs, env_state = agent.reset_envs(jax.random.split(keys[0], NUM_ENVS), env_params)

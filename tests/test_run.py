@@ -18,10 +18,10 @@ import pytest
 from conftest import REPO, cli_env, run_cli, run_cli_ok
 from test_logging import PNG_MAGIC, read_events, read_scalars
 
-from purerl.checkpoint import CHECKPOINTS, Checkpoints
 from purerl.config import ConfigError
-from purerl.restoring import restore_run
-from purerl.schedules import member_hyperparams
+from purerl.core.schedules import member_hyperparams
+from purerl.storage.checkpoint import CHECKPOINTS, Checkpoints
+from purerl.storage.restoring import restore_run
 
 # 4 envs x 32 steps = 128 env steps per update.
 TINY = ["+env=cartpole", "ppo.num_steps=32", "ppo.num_epochs=2", "ppo.num_minibatches=2",
@@ -221,7 +221,7 @@ def test_kill_during_checkpoint_write_keeps_the_previous_one(tmp_path):
         import os, signal
         import jax.numpy as jnp
         import orbax.checkpoint as ocp
-        from purerl.checkpoint import Checkpoints
+        from purerl.storage.checkpoint import Checkpoints
 
         checkpoints = Checkpoints({str(tmp_path)!r})
         checkpoints.save(1, {{"x": jnp.arange(3.0)}}, {{"update": 1}})
@@ -303,7 +303,8 @@ def test_a_failed_event_keeps_what_trained_and_the_run_resumes(trained_run, tmp_
             "checkpoint.every=0", "checkpoint.best=true", f"hydra.run.dir={tmp_path}"]
     script = textwrap.dedent(f"""
         import sys
-        from purerl import compiling, train
+        from purerl import train
+        from purerl.runs import compiling
 
         evaluate, calls = compiling.Programs.evaluate, []
 
@@ -337,7 +338,7 @@ def test_programs_compiling_meanwhile_add_their_wait_to_compile_s():
     import threading
     from concurrent.futures import Future
 
-    from purerl.compiling import Programs
+    from purerl.runs.compiling import Programs
 
     class WaitedFor(Future):
         """A compile that finishes once a caller waits for its result."""
@@ -378,8 +379,8 @@ def test_evaluation_compiles_after_compile_programs_returned(monkeypatch):
 
     from conftest import tiny_config
 
-    import purerl.compiling as compiling
-    from purerl.program import make_program
+    import purerl.runs.compiling as compiling
+    from purerl.parallel.program import make_program
 
     released = threading.Event()
 
@@ -414,8 +415,8 @@ def test_compile_s_is_the_compiles_not_what_ran_meanwhile():
 
     from conftest import tiny_config
 
-    from purerl.compiling import compile_programs
-    from purerl.program import make_program
+    from purerl.parallel.program import make_program
+    from purerl.runs.compiling import compile_programs
 
     def meanwhile():
         while any(t.name.startswith("compile") for t in threading.enumerate()):
@@ -461,7 +462,7 @@ def test_a_second_run_on_a_held_directory_is_one_line(tmp_path):
     import os
     import socket
 
-    from purerl.run_dir import lock_run_dir
+    from purerl.runs.run_dir import lock_run_dir
 
     with lock_run_dir(tmp_path):
         result = run_cli(*TINY, "total_timesteps=256", f"hydra.run.dir={tmp_path}")

@@ -6,7 +6,7 @@ import pytest
 from conftest import tiny_config
 
 from purerl.config import ScheduleConfig
-from purerl.schedules import (
+from purerl.core.schedules import (
     hyperparams_from_config,
     make_schedules,
     member_hyperparams,
@@ -49,7 +49,7 @@ def _lowered_programs(config):
     """The lowered text of `config`'s init (its hyperparameters an argument) and chunk."""
     import numpy as np
 
-    from purerl.program import make_program
+    from purerl.parallel.program import make_program
 
     program, key = make_program(config, chunk=2), jax.random.key(config.seed)
     hparams = member_hyperparams(config)

@@ -4,7 +4,12 @@ import numpy as np
 import pytest
 from gymnax.environments import spaces
 
-from purerl.spaces import ActionSpec, MultiDiscrete, UnsupportedSpaceError, analyze_action_space
+from purerl.envs.action_spaces import (
+    ActionSpec,
+    MultiDiscrete,
+    UnsupportedSpaceError,
+    analyze_action_space,
+)
 
 
 def test_discrete():

@@ -19,8 +19,8 @@ from gymnax.environments import spaces  # noqa: E402
 
 from purerl.config import ConfigError, EnvConfig  # noqa: E402
 from purerl.envs import make_env  # noqa: E402
+from purerl.envs.action_spaces import MultiDiscrete  # noqa: E402
 from purerl.envs.suites.base import action_mask_from_obs  # noqa: E402
-from purerl.spaces import MultiDiscrete  # noqa: E402
 
 
 def small_snake():

@@ -11,10 +11,10 @@ from conftest import REPO, resume_from_checkpoint, run_cli, tiny_config
 
 import purerl
 from purerl.config import ConfigError, auto_cpu_devices
-from purerl.program import make_train
-from purerl.restoring import restore_run
-from purerl.run_dir import params_from
-from purerl.schedules import member_hyperparams
+from purerl.core.schedules import member_hyperparams
+from purerl.parallel.program import make_train
+from purerl.runs.run_dir import params_from
+from purerl.storage.restoring import restore_run
 from purerl.validation import validate
 
 TIMING = ("compile_s", "train_s", "checkpoint_s", "sps")
@@ -204,7 +204,7 @@ def test_the_optuna_sweeper_runs_trials_end_to_end(tmp_path):
 
 
 def test_a_launcher_not_installed_is_one_line_naming_the_extra():
-    from purerl.preflight import installed
+    from purerl.cli.preflight import installed
 
     if installed("hydra_plugins.hydra_submitit_launcher"):
         pytest.skip("hydra-submitit-launcher is installed here")

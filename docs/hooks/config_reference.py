@@ -1,6 +1,6 @@
 """MkDocs hook: the configuration reference, generated at build time so it cannot drift.
 
-`configuration-reference.md` is built from `purerl.settings_help.settings_reference()`, the
+`configuration-reference.md` is built from `purerl.cli.settings_help.settings_reference()`, the
 same rows as `python -m purerl.train --help`: every key of the typed schema
 (`purerl.config.Config`) with its type, its default and the comment beside it in
 `conf/config.yaml` (else in `purerl/config.py`), grouped as the schema groups them; then the
@@ -24,10 +24,10 @@ PLOTS = ("learning.png", "throughput.png", "scaling.png")  # benchmarks/results/
 
 
 def _settings_help():
-    """`purerl.settings_help` of this checkout (not of another installed copy)."""
+    """`purerl.cli.settings_help` of this checkout (not of another installed copy)."""
     sys.path.insert(0, str(ROOT))
     try:
-        import purerl.settings_help as settings_help
+        import purerl.cli.settings_help as settings_help
     finally:
         sys.path.remove(str(ROOT))
     return settings_help

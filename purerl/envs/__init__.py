@@ -16,6 +16,7 @@ from gymnax.environments import spaces
 from gymnax.environments.environment import Environment
 
 from purerl.config import ConfigError, EnvConfig, number_problem
+from purerl.envs.action_spaces import ActionSpec, UnsupportedSpaceError, analyze_action_space
 from purerl.envs.suites import adapt_user_env, is_suite_name, make_suite_env
 from purerl.envs.suites.base import SuiteEnv, one_line
 from purerl.envs.wrappers import (
@@ -26,7 +27,6 @@ from purerl.envs.wrappers import (
     OneHotObservation,
     takes_drawn_resets,
 )
-from purerl.spaces import ActionSpec, UnsupportedSpaceError, analyze_action_space
 
 __all__ = ["make_env", "wrap_env", "check_env", "folds_time_limit", "AutoReset", "EpisodeStats",
            "EpisodeStatsState", "FrameStack", "OneHotObservation", "takes_drawn_resets"]

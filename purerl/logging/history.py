@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 import numpy as np
 
 if TYPE_CHECKING:  # not imported at run time: the command line's checks import this module
-    from purerl.algorithm import Metrics
+    from purerl.algos.algorithm import Metrics
 
 
 class RunHistory:

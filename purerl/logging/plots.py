@@ -12,7 +12,7 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 from purerl.logging.sinks import is_number
-from purerl.write_errors import writing
+from purerl.storage.write_errors import writing
 
 SMOOTHING_POINTS = 20  # a curve's smoothing window is its length over this, at least 1 point
 TITLE_CHARS_PER_INCH = 9  # a title wraps at about this many characters per inch of figure
@@ -97,7 +97,7 @@ def plot_learning_curve(path: Path, env_steps: np.ndarray, returns: np.ndarray,
         groups: a sweep's grid point labels, one per group of rows.
 
     Raises:
-        purerl.write_errors.WriteError: the file could not be written.
+        purerl.storage.write_errors.WriteError: the file could not be written.
     """
     save_png(learning_curve_figure(env_steps, returns, evals, title, groups), Path(path))
 
@@ -169,7 +169,7 @@ def plot_pbt(path: Path, rows: List[Dict], names: List[str], title: str = "") ->
         title: the figure's title.
 
     Raises:
-        purerl.write_errors.WriteError: the file could not be written.
+        purerl.storage.write_errors.WriteError: the file could not be written.
     """
     if rows:
         save_png(pbt_figure(rows, names, title), Path(path))
@@ -276,7 +276,7 @@ def save_png(fig, path: Path) -> None:
         path: the PNG's path.
 
     Raises:
-        purerl.write_errors.WriteError: the file could not be written.
+        purerl.storage.write_errors.WriteError: the file could not be written.
     """
     tmp = path.with_suffix(".tmp.png")
     try:

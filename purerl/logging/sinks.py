@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Dict, List, Optional
 
 import numpy as np
 
-from purerl.write_errors import writing
+from purerl.storage.write_errors import writing
 
 if TYPE_CHECKING:  # not imported at run time: the command line's checks import this module
-    from purerl.algorithm import Metrics
+    from purerl.algos.algorithm import Metrics
 
 # An algorithm's scalars (`Metrics.scalars`) are written as means over seeds (the episode ones
 # are pooled instead), in this order: PPO's loss metrics, any other `loss/<name>` by name,
@@ -177,7 +177,7 @@ class MetricsLog:
             rows: the rows, in update order.
 
         Raises:
-            purerl.write_errors.WriteError: the write failed.
+            purerl.storage.write_errors.WriteError: the write failed.
         """
         with writing(self.path):
             self._file.write("".join(json.dumps(with_aliases(row)) + "\n" for row in rows))
@@ -293,7 +293,7 @@ class TensorBoardSink:
             rows: `metrics_rows`-style dicts, in update order.
 
         Raises:
-            purerl.write_errors.WriteError: the event file could not be written.
+            purerl.storage.write_errors.WriteError: the event file could not be written.
         """
         from tensorboardX.proto.event_pb2 import Event
         from tensorboardX.proto.summary_pb2 import Summary

@@ -53,8 +53,8 @@ from jumanji import specs, wrappers as jumanji_wrappers
 from jumanji.types import StepType
 
 from purerl.config import ConfigError, EnvConfig
+from purerl.envs.action_spaces import MultiDiscrete
 from purerl.envs.suites.base import SuiteEnv, close_matches, one_line
-from purerl.spaces import MultiDiscrete
 
 # purerl's time limit for an env without one of its own (Jumanji's envs without `time_limit`,
 # Game2048, Knapsack, TSP, BinPack, ..., end by themselves; this only bounds a stuck episode)

@@ -1,0 +1,1 @@
+"""Algorithms: the protocol, PPO, the learner, the rollout, evaluation; pure functions of arrays."""

@@ -1,0 +1,2 @@
+"""Finished runs read back, grouped, their statistics and the markdown report, in numpy without
+JAX."""

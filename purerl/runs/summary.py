@@ -1,0 +1,68 @@
+"""The end of a run: `summary.json`'s content."""
+
+from __future__ import annotations
+
+import signal
+from typing import Dict
+
+from purerl.runs.builtin_events import pbt_rows
+from purerl.runs.events import Run
+
+
+def run_summary(run: Run) -> Dict:
+    """summary.json of the run (`sps`: env steps of all members per second of training; last,
+    `config`: the settings that shape its result, `config.result_settings`); a sweep's has its
+    members, grid points (`combinations`) and `best` too, a stopped run's `stopped_by`, a
+    failed one's `error`.
+
+    Args:
+        run: the run at its end.
+
+    Returns:
+        The summary, JSON-serializable; `final_return_per_seed` has one entry per member.
+    """
+    import jax
+    import numpy as np
+
+    from purerl.config import result_settings
+    from purerl.logging.sinks import json_number
+    from purerl.reports.sweep import is_sweep, summary_sections
+    from purerl.storage.checkpoint import config_record
+
+    config, history = run.config, run.history
+    finals = history.final_returns()
+    per_seed = [None if r is None else json_number(r) for r in finals]
+    finite = [r for r in finals if r is not None]
+    summary = {
+        "env": config.env.name,
+        "status": run.status,
+        "num_seeds": config.num_seeds,
+        "plan": run.plan,
+        "devices": run.num_devices,
+        "processes": jax.process_count(),
+        "updates": history.num_updates,
+        "env_steps": history.num_updates * config.batch_size,
+        "final_return": json_number(float(np.mean(finite))) if finite else None,
+        "final_return_per_seed": per_seed,
+        "eval_return": history.evals[-1]["returns"] if history.evals else None,
+        "compile_s": round(run.programs.compile_s, 3),
+        "train_s": round(run.train_s, 3),
+        "checkpoint_s": round(run.checkpoint_s, 3),
+        "sps": round(run.sps(), 1),
+    }
+    if run.stopped_by is not None:
+        summary["stopped_by"] = run.stopped_by
+    if run.stop_signal:
+        summary["signal"] = signal.Signals(run.stop_signal).name
+    if run.failure:
+        summary["error"] = run.failure
+    if is_sweep(config) or config.pbt.every:
+        last = history.evals[-1] if history.evals else {}
+        rows = pbt_rows(run.run_dir) if config.pbt.every else []
+        evolved = rows[-1]["hparams"] if rows else None
+        summary["num_members"] = config.num_members
+        summary.update(summary_sections(config, finals, last.get("per_member"), evolved))
+        if config.pbt.every:
+            summary["pbt"] = {"generations": len(rows), "hparams": evolved}
+    summary["config"] = result_settings(config_record(config))
+    return summary
