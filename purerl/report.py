@@ -35,6 +35,7 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 
 from purerl.config import Config, ConfigError, flat_settings, result_settings
+from purerl.logging import plots
 from purerl.reports.markdown import markdown
 from purerl.reports.results import EVAL_RETURN, FINAL_RETURN, read_samples
 from purerl.reports.statistics import (
@@ -167,18 +168,17 @@ def _make_report(args: ReportArgs) -> Dict:
 def _draw_figures(report: Dict, out: Path) -> None:
     """performance_profiles.png and sample_efficiency.png of report.json's numbers (the
     latter when any group has a curve) in `out`."""
-    from purerl.logging.plots import profiles_figure, sample_efficiency_figure, save_png
-
     scale = "normalized " if report["normalized_by"] else ""
     metric = report["metric"]
     lines = {label: (np.asarray(g["fraction"]), np.asarray(g["interval"]))
              for label, g in report["profiles"]["groups"].items()}
-    save_png(profiles_figure(np.asarray(report["profiles"]["taus"]), lines, f"{scale}{metric}"),
-             out / "performance_profiles.png")
+    profiles = plots.profiles_figure(np.asarray(report["profiles"]["taus"]), lines,
+                                     f"{scale}{metric}")
+    plots.save_png(profiles, out / "performance_profiles.png")
     curve = "episode return (moving mean)" if metric == FINAL_RETURN else metric
     path = out / "sample_efficiency.png"
     if report["curves"]:
-        save_png(sample_efficiency_figure(
+        plots.save_png(plots.sample_efficiency_figure(
             {label: tuple(np.asarray(c[k]) for k in ("env_steps", "iqm", "interval"))
              for label, c in report["curves"].items()}, f"IQM of {scale}{curve}"), path)
     else:

@@ -26,13 +26,17 @@ from typing import List, Optional
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from purerl.cli.preflight import load_config, normalize_argv, preflight
+from purerl.cli.settings_help import help_text
 from purerl.config import ConfigError, config_dir
 from purerl.parallel.runtime import check_same_run_dir, join_processes
-from purerl.runs.compiling import ProgramCache
+from purerl.runs.program_cache import ProgramCache
+from purerl.storage.write_errors import WriteError
 from purerl.validation import check_devices
+from purerl.version import __version__
 
 log = logging.getLogger("purerl")
 logging.getLogger("absl").setLevel(logging.WARNING)  # orbax logs every file it writes
@@ -44,12 +48,12 @@ FAILED_JOBS: List[str] = []
 def _job(cfg: DictConfig, cache: ProgramCache) -> Optional[float]:
     """One Hydra job: the run of `cfg` in Hydra's output directory. Returns what a sweeper
     optimizes: the final return (a sweep's best grid point's), None for a failed job."""
+    # JAX and the run (1 s): Hydra's job starts after preflight checked every setting
     import jax
 
     from purerl.parallel.distributed import exit_lost_peer, lost_peer
     from purerl.runs.runner import run
     from purerl.runs.signals import exit_code_of
-    from purerl.storage.write_errors import WriteError
 
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     try:
@@ -78,14 +82,12 @@ def _job_failed(message: str, code: int, run_dir: Path) -> None:
     its summary.json when the run wrote none, and said again at the sweep's end (exit 1), and
     the sweep goes on, its sweeper getting None (Optuna's sweeper: a failed trial; NaN would
     make it raise)."""
-    from hydra.types import RunMode
-
     hydra_config = HydraConfig.get()
     if hydra_config.mode != RunMode.MULTIRUN:
         _fail(message, code)
     log.error("%s", message)
     if not (run_dir / "summary.json").exists():
-        from purerl.logging.sinks import write_summary
+        from purerl.logging.sinks import write_summary  # numpy (50 ms): for a failed job only
 
         write_summary(run_dir, {"status": "invalid", "error": message})
     overrides = " ".join(hydra_config.overrides.task)
@@ -111,6 +113,7 @@ def _quiet_hydra_beside_process_0() -> List[str]:
     config copy and no log file in the run directory, which process 0 writes."""
     if "jax" not in sys.modules:  # preflight returned early (--help, --cfg, ...)
         return []
+    # JAX (0.5 s): only where preflight imported it
     import jax
 
     if not jax.distributed.is_initialized() or jax.process_index() == 0:
@@ -123,12 +126,10 @@ def _answer_flags(argv: List[str]) -> None:
     """`--help` (`-h`) prints purerl's settings and presets, `--version` its version; either
     exits 0 before Hydra runs (Hydra's own help: `--hydra-help`)."""
     if "--help" in argv or "-h" in argv:
-        from purerl.cli.settings_help import help_text
 
         print(help_text(), end="")
         sys.exit(0)
     if "--version" in argv:
-        from purerl.version import __version__
 
         print(f"purerl {__version__}")
         sys.exit(0)
@@ -149,7 +150,6 @@ def main() -> None:
     def hydra_job(cfg: DictConfig) -> Optional[float]:
         return _job(cfg, cache)
 
-    from purerl.storage.write_errors import WriteError
 
     try:
         preflight(sys.argv[1:])

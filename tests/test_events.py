@@ -12,8 +12,8 @@ from conftest import run_cli, tiny_config
 import purerl
 from purerl.cli.preflight import preflight
 from purerl.config import ConfigError
-from purerl.runs.compiling import ProgramCache
 from purerl.runs.events import Event
+from purerl.runs.program_cache import ProgramCache
 from purerl.storage.checkpoint import CHECKPOINTS, Checkpoints
 from purerl.storage.restoring import restore_run
 

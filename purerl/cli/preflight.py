@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import difflib
 import importlib.util
+import tempfile
 from dataclasses import fields, is_dataclass
 from pathlib import Path
 from typing import List, Optional
 
+from hydra import compose, initialize_config_dir
 from hydra.core.config_store import ConfigStore
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import (
     ConfigAttributeError,
@@ -29,6 +32,7 @@ from purerl.parallel.runtime import (
     split_members_over_cores,
     use_compile_cache,
 )
+from purerl.storage.write_errors import WriteError, writing
 from purerl.validation import check_algorithm_settings, check_devices, validate
 
 # The sections whose keys are an env's or an algorithm's, not the schema's
@@ -229,9 +233,7 @@ def _check_output_dir(overrides, multirun: bool) -> None:
     `hydra.sweep.dir`; default: under the working directory) cannot be written: a file made
     and removed in it, or in its nearest existing parent, before Hydra writes its own files
     there (Hydra's failure would be a traceback)."""
-    import tempfile
 
-    from purerl.storage.write_errors import WriteError, writing
 
     key = "hydra.sweep.dir" if multirun else "hydra.run.dir"
     given = [str(o.value()) for o in overrides if o.key_or_group == key]
@@ -259,7 +261,6 @@ def compose_jobs(argv: List[str]) -> List[Config]:
 
 def _parse_overrides(argv: List[str]) -> list:
     """The Hydra overrides of `argv` (its `-`-flags left out); raises ConfigError."""
-    from hydra.errors import HydraException
 
     args = [a for a in normalize_argv(argv) if not a.startswith("-")]
     try:
@@ -270,8 +271,6 @@ def _parse_overrides(argv: List[str]) -> list:
 
 def _compose(overrides) -> List[Config]:
     """`compose_jobs` of the parsed `overrides`."""
-    from hydra import compose, initialize_config_dir
-    from hydra.errors import HydraException
 
     _check_env_override(overrides)
     _check_hydra_plugins(overrides)
@@ -316,12 +315,14 @@ def preflight(argv: List[str]) -> None:
     _check_output_dir(overrides, multirun=any(a in ("-m", "--multirun") for a in argv))
     split_members_over_cores(configs)
 
+    # JAX (0.5 s) only once every setting is checked; the processes join before gymnax
     import jax
 
     use_compile_cache(configs[0].compile_cache)
     join_processes(configs[0])
     for config in configs:
         check_devices(config, jax.device_count())
+    # gymnax, flax and the agent (0.5 s more): after the device count is checked
     from purerl.algos.ppo import make_ppo
     from purerl.envs import make_env
     from purerl.nets.agent import make_agent

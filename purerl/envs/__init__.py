@@ -11,6 +11,7 @@ import numbers
 from urllib.error import URLError
 
 import gymnax
+import jax
 import numpy as np
 from gymnax.environments import spaces
 from gymnax.environments.environment import Environment
@@ -103,7 +104,6 @@ def folds_time_limit(env, env_params) -> bool:
     Returns:
         True when time-outs would be treated as terminal.
     """
-    import jax
 
     limit = getattr(env_params, "max_steps_in_episode", None)
     if not isinstance(env, Environment) or isinstance(env, SuiteEnv) or not isinstance(

@@ -8,6 +8,8 @@ import logging
 import sys
 from typing import Dict, Iterator, Optional, TextIO
 
+from tqdm import tqdm
+
 # Beside a return from an earlier update; the log says what it means once.
 EARLIER = "*"
 EARLIER_NOTE = (f"{EARLIER} no episode ended in that update: the return of the latest update "
@@ -72,7 +74,6 @@ class ProgressBar:
                  file: Optional[TextIO] = None):
         self._bar = None
         if enabled:
-            from tqdm import tqdm
 
             self._bar = tqdm(total=int(total_steps), initial=int(initial), unit="steps",
                              unit_scale=True, dynamic_ncols=True, mininterval=1.0,

@@ -3,6 +3,7 @@ Weights & Biases. tensorboardX and wandb are imported when a sink is made, not w
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import itertools
 import json
@@ -269,6 +270,7 @@ class TensorBoardSink:
     _counter = itertools.count()
 
     def __init__(self, run_dir: Path, purge_step: Optional[int] = None):
+        # tensorboardX (0.2 s): when the TensorBoard sink is made (or ahead, while compiling)
         from tensorboardX.event_file_writer import EventsWriter
         from tensorboardX.proto.event_pb2 import Event, SessionLog
 
@@ -295,6 +297,7 @@ class TensorBoardSink:
         Raises:
             purerl.storage.write_errors.WriteError: the event file could not be written.
         """
+        # tensorboardX (0.2 s): when the TensorBoard sink is made (or ahead, while compiling)
         from tensorboardX.proto.event_pb2 import Event
         from tensorboardX.proto.summary_pb2 import Summary
 
@@ -324,8 +327,8 @@ class WandbSink:
     """Logs `metrics_rows`-style dicts to Weights & Biases (numbers only, step = env steps)."""
 
     def __init__(self, config, run_dir: Path):
-        import dataclasses
 
+        # wandb: optional (`pip install wandb`), when log.wandb is on
         import wandb
 
         self._wandb = wandb

@@ -13,6 +13,8 @@ import sys
 from typing import List, Sequence
 
 import jax
+import numpy as np
+from jax.experimental import multihost_utils
 
 from purerl.config import DistributedConfig
 
@@ -57,7 +59,6 @@ def to_host(tree):
     """
     if jax.process_count() == 1:
         return jax.device_get(tree)
-    from jax.experimental import multihost_utils
 
     return multihost_utils.process_allgather(tree, tiled=True)
 
@@ -74,8 +75,6 @@ def process_max(values: Sequence[int]) -> List[int]:
     """
     if jax.process_count() == 1:
         return [int(v) for v in values]
-    import numpy as np
-    from jax.experimental import multihost_utils
 
     gathered = multihost_utils.process_allgather(np.asarray(values, np.int32))
     return np.asarray(gathered).max(axis=0).tolist()
@@ -92,8 +91,6 @@ def each_process(text: str) -> list:
     """
     if jax.process_count() == 1:
         return [text]
-    import numpy as np
-    from jax.experimental import multihost_utils
 
     data = np.frombuffer(text.encode(), np.uint8)
     sizes = np.asarray(multihost_utils.process_allgather(np.int32(data.size))).reshape(-1)

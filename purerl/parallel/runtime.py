@@ -47,6 +47,7 @@ def use_compile_cache(setting: Optional[str]) -> None:
     Args:
         setting: the `compile_cache` setting, as `compile_cache_dir` takes it.
     """
+    # JAX (0.5 s): preflight imports this module before it checks the settings
     import jax
 
     directory = compile_cache_dir(setting)
@@ -88,6 +89,7 @@ def join_processes(config: Config) -> None:
     Args:
         config: the run's config (`distributed`).
     """
+    # JAX (0.5 s): preflight imports this module before it checks the settings
     import jax
 
     from purerl.parallel.distributed import initialize
@@ -107,6 +109,7 @@ def check_same_run_dir(run_dir: Path) -> None:
     Raises:
         ConfigError: another process's differs.
     """
+    # distributed imports JAX (0.5 s): preflight imports this module before any check
     from purerl.parallel.distributed import each_process
 
     dirs = each_process(str(run_dir.resolve()))

@@ -16,6 +16,7 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 from purerl.config import ConfigError, config_dir
+from purerl.logging.plots import smooth, smoothing_window
 from purerl.reports import aggregate
 from purerl.reports.results import FINAL_RETURN, Sample
 
@@ -82,6 +83,7 @@ def score_ranges(normalize: str, envs: List[str]) -> Optional[Dict[str, Dict[str
 
 
 def _read_ranges(path: Path) -> Dict:
+    # omegaconf (50 ms of the report's start-up): when scores are normalized
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
@@ -310,8 +312,6 @@ def curves(groups: List[Group], metric: str, ranges: Optional[Dict], seed: int) 
         report.json's `curves`: per group that has one, `env_steps` `[F]`, `iqm` `[F]` and
             `interval` `[2, F]`.
     """
-    from purerl.logging.plots import smooth, smoothing_window
-
     def own(sample):
         x, y = sample.curves[metric]
         return (x, smooth(y, smoothing_window(y.size))) if metric == FINAL_RETURN else (x, y)

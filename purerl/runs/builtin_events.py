@@ -11,13 +11,24 @@ import logging
 import math
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Dict, List, Sequence
+from typing import Callable, Dict, List, Sequence
 
+import jax
+import numpy as np
+
+from purerl.algos.learner import nonfinite_names
 from purerl.config import Config
+from purerl.core.schedules import hyperparam
+from purerl.envs import folds_time_limit, make_env
+from purerl.logging import plots
+from purerl.logging.progress import EARLIER_NOTE, progress_line
+from purerl.logging.sinks import eval_key, json_number, per_member_key
+from purerl.parallel.distributed import to_host, writes_files
+from purerl.parallel.pbt import PBT_STREAM, generation_fitness
+from purerl.reports.sweep import is_sweep, point_labels
+from purerl.runs.compiling import EVAL_STREAM, eval_keys
 from purerl.runs.events import Chunk, Event, Run, periodic
-
-if TYPE_CHECKING:  # numpy is imported once a run needs it
-    import numpy as np
+from purerl.runs.signals import status_of
 
 log = logging.getLogger("purerl")
 PROGRESS_LINES = 10  # about this many progress lines per run
@@ -52,13 +63,7 @@ class Evaluate(Event):
             run: the run, `run.update` the chunk's last update.
             chunk: the chunk that just ended.
         """
-        import jax
-        import numpy as np
 
-        from purerl.logging.sinks import eval_key, json_number, per_member_key
-        from purerl.parallel.distributed import to_host
-        from purerl.reports.sweep import is_sweep
-        from purerl.runs.compiling import EVAL_STREAM, eval_keys
 
         config, key = run.config, run.key
         update_key = jax.random.fold_in(jax.random.fold_in(key, EVAL_STREAM), run.update)
@@ -192,7 +197,6 @@ class Progress(Event):
             run: the run, `run.update` the chunk's last update.
             chunk: the chunk that just ended.
         """
-        from purerl.logging.progress import EARLIER_NOTE, progress_line
 
         sps, latest = run.sps(), chunk.rows[-1]
         own, earlier = latest["episode_return"], run.history.latest_return()
@@ -234,13 +238,7 @@ class Generation(Event):
             run: the run, `run.update` the chunk's last update.
             chunk: the chunk that just ended.
         """
-        import jax
-        import numpy as np
 
-        from purerl.core.schedules import hyperparam
-        from purerl.logging.plots import plot_pbt
-        from purerl.parallel.distributed import to_host, writes_files
-        from purerl.parallel.pbt import PBT_STREAM, generation_fitness
 
         config, history, generation = run.config, run.history, run.update // self.every
         window = slice(run.update - self.every, run.update)
@@ -254,7 +252,7 @@ class Generation(Event):
         if writes_files():
             with (run.run_dir / PBT_LOG).open("a") as file:
                 file.write(json.dumps(row) + "\n")
-            plot_pbt(run.run_dir / "pbt.png", pbt_rows(run.run_dir), names,
+            plots.plot_pbt(run.run_dir / "pbt.png", pbt_rows(run.run_dir), names,
                      title=config.env.name)
         log.info("generation %d at update %d: %d member(s) copied others", generation,
                  run.update, len(row["copies"]))
@@ -277,7 +275,6 @@ def generation_row(update: int, generation: int, fitness: np.ndarray, source: np
         The row: `update`, `generation`, `fitness` (null where not finite, `json_number`),
             `copies` (`{"member", "from"}` of the replaced members only) and `hparams`.
     """
-    from purerl.logging.sinks import json_number
 
     copies = [{"member": m, "from": int(s)} for m, s in enumerate(source) if s != m]
     return {
@@ -354,7 +351,6 @@ class Plot(Event):
         Returns:
             True to call `handle`.
         """
-        from purerl.parallel.distributed import writes_files
 
         return chunk.evaluated and not run.ending and writes_files()
 
@@ -374,10 +370,7 @@ def plot_learning_curve(run: Run) -> None:
     Args:
         run: the run, its history up to `run.update`.
     """
-    import numpy as np
 
-    from purerl.logging import plots
-    from purerl.reports.sweep import is_sweep, point_labels
 
     history, config = run.history, run.config
     returns = history.returns()
@@ -414,7 +407,6 @@ class StopSignal(Event):
             run: the run, `run.update` the chunk's last update.
             chunk: the chunk that just ended.
         """
-        from purerl.runs.signals import status_of
 
         run.status = status_of(chunk.stop_signal)
         run.stop_signal = chunk.stop_signal
@@ -447,7 +439,6 @@ class FoldedTimeLimit(Event):
             run: the run, `run.update` the chunk's last update.
             chunk: the chunk that just ended.
         """
-        from purerl.envs import folds_time_limit, make_env
 
         self.checked = True
         name = run.config.env.name
@@ -479,7 +470,6 @@ def default_events(config: Config, user_events: Sequence[Event] = ()) -> List[Ev
     Returns:
         The events.
     """
-    from purerl.algos.learner import nonfinite_names
 
     stop = [] if config.stop_at_return is None else [StopAtReturn(config.stop_at_return, config)]
     return [Evaluate(config), *stop, *user_events, FoldedTimeLimit(), Log(),

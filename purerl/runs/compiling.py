@@ -7,11 +7,21 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable, Optional, Tuple
 
+import jax
+import numpy as np
+
+from purerl.algos.evaluation import make_evaluator
 from purerl.config import Config
+from purerl.core.prng import convert_key
+from purerl.envs import make_env
+from purerl.logging.sinks import import_libraries
+from purerl.parallel.devices import map_seeds
+from purerl.parallel.distributed import writes_files
+from purerl.parallel.pbt import make_pbt_step
+from purerl.storage.checkpoint import import_orbax
 
 log = logging.getLogger("purerl")
 EVAL_STREAM = 0x5EED  # evaluation draws its keys from this stream of the seed, apart from training
@@ -93,12 +103,7 @@ def compile_programs(config: Config, program, key,
         The Programs; `compile_s` is the time until init and chunk were compiled and all
             lowered, whether or not `meanwhile` took longer.
     """
-    import jax
-    import numpy as np
 
-    from purerl.algos.evaluation import make_evaluator
-    from purerl.envs import make_env
-    from purerl.parallel.devices import map_seeds
     start = time.perf_counter()
     pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="compile")
 
@@ -120,7 +125,6 @@ def compile_programs(config: Config, program, key,
         state.params, state.normalizer.obs, eval_keys(config, key)))
     pbt = None
     if config.pbt.every:
-        from purerl.parallel.pbt import make_pbt_step
 
         fitness = jax.ShapeDtypeStruct((config.num_members,), np.float32)
         pbt = after_chunk(jax.jit(make_pbt_step(config), donate_argnums=0,
@@ -147,75 +151,6 @@ def _compile_after(first: Future, lowered) -> Callable:
     return lowered.compile()
 
 
-class ProgramCache:
-    """The compiled programs of a process's latest runs, by what they depend on, at most
-    `keep` of them: a run that was given the same objects from Python (`Program.given`) and
-    whose settings differ from a kept one's only in what the programs take as arguments runs
-    that one's programs (`compile_s` 0). PPO's programs take the seed and the hyperparameters'
-    values as arguments (`schedules.program_settings`); a user's algorithm may read any setting
-    as a Python number, so its programs are kept for its whole config. A Hydra sweep's jobs
-    share one.
-
-    Args:
-        keep: how many runs' programs to keep.
-        on_compiled: called once a run's init and chunk programs are ready (compiled or
-            reused).
-    """
-
-    def __init__(self, keep: int = 4, on_compiled: Callable[[], None] = lambda: None):
-        self.keep, self.on_compiled = keep, on_compiled
-        # program settings -> (the objects given from Python, the Programs)
-        self._programs: "OrderedDict[str, Tuple[tuple, Programs]]" = OrderedDict()
-
-    def __len__(self) -> int:
-        return len(self._programs)
-
-    def programs_for(self, config: Config, program, key) -> Programs:
-        """The run's programs: a kept run's when only the seed or hyperparameters differ; else
-        compiled, the libraries the run's files are written with imported meanwhile.
-
-        Args:
-            config: the run's validated config.
-            program: its `purerl.parallel.program.Program` (`make_program`).
-            key: the run's typed PRNG key, whose shape and type the programs are lowered for.
-
-        Returns:
-            The `Programs`; `on_compiled` has been called.
-        """
-        settings = _program_key(config, program)
-        kept = self._programs.get(settings)
-        if kept is not None and _same(kept[0], program.given):
-            self._programs.move_to_end(settings)
-            log.info("an earlier job's programs: only the seed or hyperparameters differ")
-            programs = kept[1].reused()
-        else:
-            programs = compile_programs(config, program, key,
-                                        meanwhile=lambda: import_writers(config))
-            log.info("compiled in %.1f s", programs.compile_s)
-            self._programs[settings] = (program.given, programs)
-            self._programs.move_to_end(settings)
-            if len(self._programs) > self.keep:
-                self._programs.popitem(last=False)
-        self.on_compiled()
-        return programs
-
-
-def _program_key(config: Config, program) -> str:
-    """The settings a run's programs depend on, as a key: for PPO (`make_ppo`) the config
-    without what its programs take as arguments (`schedules.program_settings`); for a user's
-    algorithm, which may read any setting as a Python number, the whole config."""
-    from purerl.algos.ppo import make_ppo
-    from purerl.core.schedules import program_settings
-
-    algorithm = program.given[0]
-    return repr(program_settings(config) if algorithm is make_ppo else config)
-
-
-def _same(given: tuple, other: tuple) -> bool:
-    """Whether two runs were given the same objects from Python (network, loss terms, ...)."""
-    return len(given) == len(other) and all(a is b for a, b in zip(given, other))
-
-
 def import_writers(config: Config) -> None:
     """Imports the libraries of the run's sinks and checkpoints ahead of their first use
     (about 0.7 s on a 2-core CPU).
@@ -223,9 +158,6 @@ def import_writers(config: Config) -> None:
     Args:
         config: the run's config; `log` names the sinks (TensorBoard, W&B).
     """
-    from purerl.logging.sinks import import_libraries
-    from purerl.parallel.distributed import writes_files
-    from purerl.storage.checkpoint import import_orbax
 
     import_orbax()
     if writes_files():
@@ -243,8 +175,6 @@ def eval_keys(config: Config, key):
     Returns:
         Typed keys `[M]` (`M = config.num_members`) of PRNG `config.prng_impl`.
     """
-    import jax
 
-    from purerl.core.prng import convert_key
 
     return convert_key(jax.random.split(key, config.num_members), config.prng_impl)

@@ -146,6 +146,7 @@ class Run:
             A JSON dict: `version`, `config` (`config_record`), `plan`, `devices`,
                 `processes`, `update` and `history` (`RunHistory.to_record`).
         """
+        # JAX and orbax's module (0.5 s): the Event API a user's events import stays light
         import jax
 
         from purerl.storage.checkpoint import config_record

@@ -13,7 +13,13 @@ import socket
 from pathlib import Path
 from typing import Iterator, List, Optional
 
+import jax
+import numpy as np
+
 from purerl.config import Config, ConfigError
+from purerl.parallel.distributed import each_process, writes_files
+from purerl.storage.restoring import check_resumable, restore_run
+from purerl.storage.trained import checked_member
 
 log = logging.getLogger("purerl")
 LOCK = ".purerl.lock"  # held (an OS file lock) by the process whose run writes the directory
@@ -42,7 +48,6 @@ def lock_run_dir(run_dir: Path) -> Iterator[None]:
     Raises:
         ConfigError: another run holds the directory.
     """
-    from purerl.parallel.distributed import each_process, writes_files
 
     handle, holder = None, ""
     if writes_files():
@@ -92,7 +97,6 @@ def resume_point(config: Config, run_dir: Path, checkpoints, num_devices: int,
             are no run's, no intact checkpoint, or a config that does not continue the saved
             run (`purerl.storage.restoring.check_resumable`).
     """
-    from purerl.storage.restoring import check_resumable
 
     latest = checkpoints.latest()
     if config.resume is False:
@@ -153,11 +157,7 @@ def params_from(run_dir: Path, like, init_member: Optional[int] = None):
         ConfigError: no intact checkpoint, `init_member` out of range, a member count that
             is neither 1 nor M, or params of other shapes.
     """
-    import jax
-    import numpy as np
 
-    from purerl.storage.restoring import restore_run
-    from purerl.storage.trained import checked_member
 
     saved = restore_run(run_dir)
     source, params = saved.config, saved.state.params

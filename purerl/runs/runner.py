@@ -12,11 +12,34 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from purerl.config import Config
-from purerl.runs.builtin_events import PBT_LOG, default_events
-from purerl.runs.compiling import ProgramCache
+import jax
+import numpy as np
+
+from purerl.config import Config, ConfigError
+from purerl.logging.history import RunHistory
+from purerl.logging.progress import ProgressBar, console_log
+from purerl.logging.sinks import (
+    MetricsLog,
+    TensorBoardSink,
+    WandbSink,
+    keep_rows_until,
+    metrics_rows,
+    write_summary,
+)
+from purerl.parallel.distributed import process_max, to_host, writes_files
+from purerl.parallel.program import make_program
+from purerl.parallel.runtime import use_compile_cache
+from purerl.plan import plan_name
+from purerl.plugins import load_callable
+from purerl.reports.sweep import is_sweep, per_point_rows, point_label
+from purerl.runs.builtin_events import PBT_LOG, default_events, plot_learning_curve
 from purerl.runs.events import Chunk, Event, Run
+from purerl.runs.program_cache import ProgramCache
+from purerl.runs.run_dir import lock_run_dir, params_from, resume_point
 from purerl.runs.signals import StopSignals
+from purerl.runs.summary import run_summary
+from purerl.storage.checkpoint import BEST, CHECKPOINTS, Checkpoints
+from purerl.storage.write_errors import write_error, writes_to
 
 log = logging.getLogger("purerl")
 CHUNKS = 50  # at least about this many chunks per run: the progress bar's refresh
@@ -60,9 +83,6 @@ def run(config: Config, run_dir, events: Sequence[Event] = (), *,
         purerl.storage.write_errors.WriteError: a write failed (full disk, read-only or vanished
             directory, permission); what was written before stays valid.
     """
-    from purerl.logging.progress import console_log
-    from purerl.runs.run_dir import lock_run_dir
-    from purerl.storage.write_errors import writes_to
 
     events = [*load_events(config.events), *events]
     run_dir = Path(run_dir)
@@ -81,8 +101,6 @@ def load_events(names: Sequence[str]) -> List[Event]:
         The events, in order. Raises ConfigError when one does not import, cannot be made
             without arguments, or is not an `Event`.
     """
-    from purerl.config import ConfigError
-    from purerl.plugins import load_callable
 
     events = []
     for name in names:
@@ -102,14 +120,7 @@ def load_events(names: Sequence[str]) -> List[Event]:
 def _run(config: Config, run_dir: Path, events: Sequence[Event], cache: Optional[ProgramCache],
          given: Dict) -> Dict:
     """`run` in `run_dir`, which this process holds."""
-    import jax
 
-    from purerl.parallel.program import make_program
-    from purerl.parallel.runtime import use_compile_cache
-    from purerl.plan import plan_name
-    from purerl.reports.sweep import is_sweep
-    from purerl.runs.run_dir import params_from, resume_point
-    from purerl.storage.checkpoint import BEST, CHECKPOINTS, Checkpoints
 
     use_compile_cache(config.compile_cache)
     num_updates = config.num_updates
@@ -147,11 +158,7 @@ def _open_or_resume(run: Run, resume_from: Optional[int], init_params, hyperpara
     """Sets the run's first state: the init program's, resumed from checkpoint `resume_from`
     (with its history and metrics.jsonl up to there), or starting from `init_params`, the
     members' base `hyperparams` `[M]` (`Program.hyperparams`)."""
-    import jax
 
-    from purerl.logging.history import RunHistory
-    from purerl.logging.sinks import keep_rows_until
-    from purerl.parallel.distributed import writes_files
     run.state = run.programs.init(run.key, hyperparams)
     run.history = RunHistory(run.config.num_members)
     if resume_from is not None:
@@ -176,9 +183,6 @@ def _open_or_resume(run: Run, resume_from: Optional[int], init_params, hyperpara
 
 def _open_sinks(run: Run, resumed: bool) -> None:
     """The metrics writers (metrics.jsonl, TensorBoard, W&B) and the progress bar."""
-    from purerl.logging.progress import ProgressBar
-    from purerl.logging.sinks import MetricsLog, TensorBoardSink, WandbSink
-    from purerl.parallel.distributed import writes_files
 
     config = run.config
     run.bar = ProgressBar(config.num_updates * config.batch_size,
@@ -268,7 +272,6 @@ def _handle(run: Run, events: List[Event], chunk: Chunk) -> None:
     end run first (the final evaluation), then the rest. An event that raises ends the run,
     in a single process once what trained is kept (`_keep_work`; a checkpoint is a
     collective, and with several processes the others may not be at this event)."""
-    import jax
 
     handled = set()
     for position, event in enumerate(events):
@@ -293,7 +296,6 @@ def _keep_work(run: Run, chunk: Chunk, rest: List[Event], error: Exception) -> N
     """After an event raised `error`: the events of `rest` that keep what trained (the chunk's
     rows, a checkpoint of its end), so that `resume=auto` goes on from there; none after a
     failed write."""
-    from purerl.storage.write_errors import write_error
 
     if write_error(error, run.run_dir) is not None:
         return  # the chunk's rows may be cut short: the last checkpoint stays the newest
@@ -311,12 +313,7 @@ def _run_chunk(run: Run, num: int, signals: StopSignals, room: int) -> Tuple[Chu
     the chunk says whether a stop signal came and a checkpoint is due by the clock. Returns
     the chunk and the next chunk's updates (at most `room`, `chunk_updates` at this chunk's
     pace), each decided alike in every process."""
-    import jax
-    import numpy as np
 
-    from purerl.logging.sinks import metrics_rows
-    from purerl.parallel.distributed import process_max, to_host
-    from purerl.reports.sweep import is_sweep, per_point_rows
 
     tick = time.perf_counter()
     state, metrics = run.programs.run_chunk(run.state, np.int32(num))
@@ -348,11 +345,6 @@ def _run_chunk(run: Run, num: int, signals: StopSignals, room: int) -> Tuple[Chu
 
 def _finish(run: Run) -> Dict:
     """The final plot and summary.json, and the run's last log lines; returns the summary."""
-    from purerl.logging.sinks import write_summary
-    from purerl.parallel.distributed import writes_files
-    from purerl.runs.builtin_events import plot_learning_curve
-    from purerl.runs.summary import run_summary
-    from purerl.storage.checkpoint import CHECKPOINTS, Checkpoints
 
     if run.status == "nonfinite":
         kept = Checkpoints(run.run_dir / CHECKPOINTS).latest()
@@ -371,7 +363,6 @@ def _finish(run: Run) -> Dict:
              summary["final_return"], summary["eval_return"], summary["compile_s"],
              run.train_s, f"{summary['sps']:,.0f}")
     if "best" in summary:
-        from purerl.reports.sweep import point_label
 
         best = summary["best"]
         log.info("best of %d %sgrid points: %s, final return %s (seeds: %s)",

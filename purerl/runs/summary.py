@@ -5,8 +5,15 @@ from __future__ import annotations
 import signal
 from typing import Dict
 
+import jax
+import numpy as np
+
+from purerl.config import result_settings
+from purerl.logging.sinks import json_number
+from purerl.reports.sweep import is_sweep, summary_sections
 from purerl.runs.builtin_events import pbt_rows
 from purerl.runs.events import Run
+from purerl.storage.checkpoint import config_record
 
 
 def run_summary(run: Run) -> Dict:
@@ -21,13 +28,7 @@ def run_summary(run: Run) -> Dict:
     Returns:
         The summary, JSON-serializable; `final_return_per_seed` has one entry per member.
     """
-    import jax
-    import numpy as np
 
-    from purerl.config import result_settings
-    from purerl.logging.sinks import json_number
-    from purerl.reports.sweep import is_sweep, summary_sections
-    from purerl.storage.checkpoint import config_record
 
     config, history = run.config, run.history
     finals = history.final_returns()

@@ -42,6 +42,7 @@ def import_orbax():
     Returns:
         The `orbax.checkpoint` module.
     """
+    # orbax (0.7 s): imported while the programs compile (`compiling.import_writers`)
     import orbax.checkpoint as ocp
 
     return ocp

@@ -158,6 +158,7 @@ def _policy_function(policy, temperature: float) -> Callable:
 
 def _onnx(function: Callable, specs, signature: Signature) -> bytes:
     """The ONNX model of `function` at `specs`, its inputs and outputs named as `signature`'s."""
+    # jax2onnx: the `export` extra, for ONNX only
     from jax2onnx import to_onnx
 
     # onnx_ir warns of values whose type it leaves out of the file: intermediate shapes that

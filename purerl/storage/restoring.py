@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Dict, List, NamedTuple, Tuple
 import jax
 
 from purerl.config import RESUMABLE_CHANGES, Config, ConfigError, flat_settings
+from purerl.parallel.program import make_program
 from purerl.storage.checkpoint import BEST, CHECKPOINTS, Checkpoints, config_record
 
 if TYPE_CHECKING:  # for the type alone
@@ -172,7 +173,6 @@ def restore_run(run_dir: Path, which: str = "final", **given) -> SavedRun:
     Raises:
         ConfigError: no such checkpoint, or none that restores.
     """
-    from purerl.parallel.program import make_program
 
     checkpoints, update = final_checkpoint(run_dir, which)
     try:

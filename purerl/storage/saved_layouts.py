@@ -9,6 +9,8 @@ from typing import Any, Callable, Iterator, Tuple
 
 import jax
 
+from purerl.algos.learner import ravel_like_params, unravel_like_params
+
 
 def saved_layouts(abstract: Any) -> Iterator[Tuple[Any, Callable[[Any], Any]]]:
     """The layouts a saved state may have, each with the conversion of a state restored in it
@@ -22,7 +24,6 @@ def saved_layouts(abstract: Any) -> Iterator[Tuple[Any, Callable[[Any], Any]]]:
             optimizer state holds param-shaped trees) purerl 0.2.0's CPU-plan layout, those
             trees raveled into `[S, P]`.
     """
-    from purerl.algos.learner import ravel_like_params, unravel_like_params
 
     yield abstract, lambda state: state
     if not (isinstance(abstract, tuple) and hasattr(abstract, "opt_state")):

@@ -26,6 +26,7 @@ from purerl.config import Config, ConfigError
 from purerl.envs import make_env, wrap_env
 from purerl.logging.history import RunHistory
 from purerl.nets.agent import Memory, make_agent
+from purerl.reports.sweep import is_sweep
 from purerl.storage.restoring import restore_run
 from purerl.validation import validate
 
@@ -228,7 +229,6 @@ def checked_member(saved, run_dir, member: Optional[int], setting: str = "member
     Raises:
         ConfigError: `member` is not in `[0, num_members)`.
     """
-    from purerl.reports.sweep import is_sweep
 
     if member is None and (best_by_default or is_sweep(saved.config)):
         member = best_member(saved.record)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import sys
 import warnings
 from typing import Any, Callable, Tuple
 
@@ -61,6 +62,7 @@ def registered_envs() -> Tuple[str, ...]:
     Returns:
         The ids, sorted.
     """
+    # the suite's package, an optional extra: when one of its envs is named
     from brax import envs
 
     return tuple(sorted(getattr(envs, "_envs", {})))
@@ -187,6 +189,7 @@ def make(env_id: str, config: EnvConfig) -> BraxEnv:
     if backend and backend not in PIPELINES:
         raise ConfigError(f"env.backend={backend!r} is not a Brax pipeline; choose one of "
                           + ", ".join(PIPELINES) + " (or leave it empty for the env's default)")
+    # the suite's package, an optional extra: when one of its envs is named
     from brax import envs
 
     kwargs = {"backend": backend} if backend else {}
@@ -203,16 +206,17 @@ def make(env_id: str, config: EnvConfig) -> BraxEnv:
 # -- a user's own Brax env (env.name=module:attr) ----------------------------------------------
 
 def _training_wrappers():
+    # the suite's package, an optional extra: when one of its envs is named
     from brax.envs.wrappers import training
 
     return training
 
 
 def _is_playground(env) -> bool:
-    import sys
 
     if "mujoco_playground" not in sys.modules:
         return False
+    # the suite's package, an optional extra: when one of its envs is named
     from mujoco_playground import MjxEnv
 
     return isinstance(env, MjxEnv)
@@ -227,6 +231,7 @@ def accepts(obj) -> bool:
     Returns:
         True when `wrap` takes it.
     """
+    # the suite's package, an optional extra: when one of its envs is named
     from brax.envs.base import Env
 
     if not isinstance(obj, Env):

@@ -46,6 +46,7 @@ EPISODE_LENGTH = 1000
 
 
 def _needs_menagerie(env_id: str) -> bool:
+    # the suite's package, an optional extra: when one of its envs is named
     from mujoco_playground import locomotion, manipulation
 
     return env_id in tuple(locomotion.ALL_ENVS) + tuple(manipulation.ALL_ENVS)
@@ -57,6 +58,7 @@ def menagerie_path():
     Returns:
         The `pathlib.Path`.
     """
+    # the suite's package, an optional extra: when one of its envs is named
     from mujoco_playground._src import mjx_env
 
     return mjx_env.MENAGERIE_PATH
@@ -68,6 +70,7 @@ def menagerie_commit() -> str:
     Returns:
         The commit's SHA, "?" when Playground names none.
     """
+    # the suite's package, an optional extra: when one of its envs is named
     from mujoco_playground._src import mjx_env
 
     return str(getattr(mjx_env, "MENAGERIE_COMMIT_SHA", "?"))
@@ -119,6 +122,7 @@ def make(env_id: str, config: EnvConfig) -> PlaygroundEnv:
         ConfigError: an unknown id or implementation, Menagerie's models missing, or the env not
             made.
     """
+    # the suite's package, an optional extra: when one of its envs is named
     from mujoco_playground import registry
 
     valid = tuple(registry.ALL_ENVS)
@@ -171,6 +175,7 @@ def accepts(obj) -> bool:
     Returns:
         True when `wrap` takes it.
     """
+    # the suite's package, an optional extra: when one of its envs is named
     from mujoco_playground import MjxEnv
 
     return isinstance(_innermost(obj), MjxEnv)
@@ -192,6 +197,7 @@ def wrap(obj, config: EnvConfig, params: Any = None) -> PlaygroundEnv:
         ConfigError: a wrapper that vmaps randomized models, or `env.backend` other than
             the env's implementation.
     """
+    # the suite's package, an optional extra: when one of its envs is named
     from mujoco_playground import wrapper
 
     name = config.name

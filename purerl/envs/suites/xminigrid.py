@@ -100,6 +100,7 @@ def _unknown(name: str, choices, what: str) -> ConfigError:
 
 
 def _load_benchmark(full_id: str, benchmark_name: str):
+    # the suite's package, an optional extra: when one of its envs is named
     from xminigrid import benchmarks
 
     if benchmark_name not in benchmarks.registered_benchmarks():
@@ -143,6 +144,7 @@ def make(env_id: str, config: EnvConfig) -> XMiniGridEnv:
             f"env.name='xminigrid/{env_id}': only XLand-MiniGrid-* envs take a ruleset "
             f"benchmark; write xminigrid/{base_id}")
     if is_xland and not rest:
+        # the suite's package, an optional extra: when one of its envs is named
         from xminigrid.benchmarks import registered_benchmarks
 
         raise ConfigError(
