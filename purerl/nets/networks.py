@@ -74,15 +74,37 @@ class ActorCriticNetwork(Protocol):
         num_outputs]`."""
 
     def policy(self, obs: jax.Array, batch_ndim: int = 1) -> Any:
-        """`__call__`'s policy output alone."""
+        """`__call__`'s policy output alone.
+
+        Args:
+            obs: observations `[*batch, *obs_shape]`.
+            batch_ndim: how many leading axes of `obs` are batch axes.
+
+        Returns:
+            The policy output, as `__call__` gives it.
+        """
 
     def value(self, obs: jax.Array, batch_ndim: int = 1) -> jax.Array:
-        """`__call__`'s value alone, `[*batch]`."""
+        """`__call__`'s value alone.
+
+        Args:
+            obs: observations `[*batch, *obs_shape]`.
+            batch_ndim: how many leading axes of `obs` are batch axes.
+
+        Returns:
+            The value `[*batch]`.
+        """
 
     def step_variables(self, variables: Any) -> Any:
-        """The variables (`{"params": ...}`) as a loop that runs `policy` at every step reads
-        them, prepared once before it (purerl's batched towers slice the policy's kernels
-        out); unchanged where nothing is to prepare."""
+        """The variables as a loop that runs `policy` at every step reads them, prepared once
+        before it (purerl's batched towers slice the policy's kernels out).
+
+        Args:
+            variables: the network's variables, `{"params": ...}`.
+
+        Returns:
+            The variables to act with; `variables` itself where nothing is to prepare.
+        """
 
 
 @runtime_checkable
@@ -98,21 +120,51 @@ class RecurrentActorCriticNetwork(Protocol):
     carry_size: int
 
     def initial_carry(self, batch: Tuple[int, ...]) -> jax.Array:
-        """The carry at an episode's start, float32 `[*batch, C]`."""
+        """The carry at an episode's start.
+
+        Args:
+            batch: the leading shape, e.g. `(B,)`.
+
+        Returns:
+            float32 `[*batch, C]`.
+        """
 
     def unroll(self, carry: jax.Array, obs: jax.Array, first: jax.Array) -> Tuple[Any, ...]:
-        """`T` steps: `(carry [B, C], policy_out [T, B, ...], value [T, B])` from the carry
-        before the first, `obs [T, B, *obs_shape]` and `first` bool `[T, B]` (the carry is
-        zeroed before a step that starts an episode)."""
+        """`T` steps, the carry zeroed before a step that starts an episode.
+
+        Args:
+            carry: `[B, C]` before the first step.
+            obs: the network's inputs `[T, B, *obs_shape]`.
+            first: bool `[T, B]`: the step starts an episode.
+
+        Returns:
+            `(carry [B, C], policy_out [T, B, ...], value [T, B])`.
+        """
 
     def __call__(self, carry: jax.Array, obs: jax.Array, first: jax.Array) -> Tuple[Any, ...]:
         """One step: `(carry [B, C], policy_out [B, ...], value [B])`."""
 
     def value(self, carry: jax.Array, obs: jax.Array, first: jax.Array) -> jax.Array:
-        """One step's value `[B]` alone."""
+        """One step's value alone.
+
+        Args:
+            carry: `[B, C]`.
+            obs: `[B, *obs_shape]`.
+            first: bool `[B]`.
+
+        Returns:
+            float32 `[B]`.
+        """
 
     def step_variables(self, variables: Any) -> Any:
-        """As `ActorCriticNetwork.step_variables`."""
+        """As `ActorCriticNetwork.step_variables`.
+
+        Args:
+            variables: the network's variables, `{"params": ...}`.
+
+        Returns:
+            The variables to act with.
+        """
 
 
 class ActorCritic(ActorCriticBase):
