@@ -33,6 +33,9 @@ SWEEPABLE = ("lr", "gamma", "gae_lambda", "clip_eps", "ent_coef", "vf_coef", "ma
 ALGORITHM_PREFIX = "algorithm."
 # The metadata key that marks a field of an algorithm's settings as a hyperparameter
 HYPERPARAMETER = "purerl.hyperparameter"
+# The `algorithm.<key>` settings that are purerl's, not the algorithm's: its factory, and the
+# schedules of its hyperparameters (`algorithm.schedule.<name>.kind`, as `ppo.schedule.*`)
+ALGORITHM_KEYS = ("name", "schedule")
 
 
 class Suite(NamedTuple):
@@ -345,8 +348,10 @@ class Config:
 
     @property
     def algorithm_settings(self) -> Dict[str, Any]:
-        """The `algorithm.<key>` settings other than `name`: the algorithm's own, by key."""
-        return {key: value for key, value in self.algorithm.items() if key != "name"}
+        """The `algorithm.<key>` settings other than `name` and `schedule`: the algorithm's
+        own, by key."""
+        return {key: value for key, value in self.algorithm.items()
+                if key not in ALGORITHM_KEYS}
 
     @property
     def num_members(self) -> int:
@@ -389,9 +394,12 @@ class Config:
 
         Returns:
             `{name: ScheduleConfig}` for lr, ent_coef, clip_eps, vf_coef, gamma and
-                gae_lambda, as `schedule` gives each.
+                gae_lambda, as `schedule` gives each, then `algorithm.<name>` for each of an
+                algorithm's own hyperparameters that `algorithm.schedule.<name>` schedules.
         """
-        return {name: self.schedule(name) for name in SCHEDULED_HYPERPARAMS}
+        own = {ALGORITHM_PREFIX + name: ScheduleConfig(**fields)
+               for name, fields in (self.algorithm.get("schedule") or {}).items()}
+        return {**{name: self.schedule(name) for name in SCHEDULED_HYPERPARAMS}, **own}
 
 
 def hyperparameter(default: float) -> Any:

@@ -11,6 +11,7 @@ from typing import Any, Dict, NamedTuple, Optional
 
 from purerl.config import (
     ACTIVATIONS,
+    ALGORITHM_KEYS,
     ALGORITHM_PREFIX,
     CONV_PADDINGS,
     HYPERPARAMETER,
@@ -119,6 +120,29 @@ def _validate_ppo(config: Config) -> None:
         )
     for name in SCHEDULED_HYPERPARAMS:
         _validate_schedule(f"ppo.schedule.{name}", config.schedule(name))
+    _validate_algorithm_schedules(config.algorithm.get("schedule"))
+
+
+def _validate_algorithm_schedules(schedules: Any) -> None:
+    """`algorithm.schedule.<name>.<field>`: each a schedule of `ScheduleConfig`'s fields."""
+    if schedules is None:
+        return
+    fields = [f.name for f in dataclasses.fields(ScheduleConfig)]
+    if not isinstance(schedules, dict) or not all(isinstance(s, dict)
+                                                  for s in schedules.values()):
+        raise ConfigError(f"algorithm.schedule={schedules!r} must give each hyperparameter's "
+                          f"schedule by field: algorithm.schedule.<name>.kind=linear")
+    for name, schedule in schedules.items():
+        unknown = sorted(set(schedule) - set(fields))
+        if unknown:
+            raise ConfigError(f"algorithm.schedule.{name}.{unknown[0]}: a schedule has no field "
+                              f"{unknown[0]!r} (fields: {', '.join(fields)})")
+        try:
+            checked = ScheduleConfig(**schedule)
+            _validate_schedule(f"algorithm.schedule.{name}", checked)
+        except TypeError:
+            raise ConfigError(f"algorithm.schedule.{name}={schedule!r} has a value of the "
+                              "wrong type") from None
 
 
 def _validate_outputs(config: Config) -> None:
@@ -433,6 +457,10 @@ def check_algorithm_settings(config: Config, make_fn: Any) -> AlgorithmSettings:
         raise ConfigError(f"algorithm={name}: its settings attribute must be a dataclass "
                           f"type, not {type(declared).__name__}")
     fields = {f.name: f for f in dataclasses.fields(declared)} if declared else {}
+    reserved = [key for key in fields if key in ALGORITHM_KEYS]
+    if reserved:
+        raise ConfigError(f"algorithm={name}: its settings may not have a field {reserved[0]!r} "
+                          f"(algorithm.{reserved[0]} is purerl's)")
     hyper = [key for key, f in fields.items() if f.metadata.get(HYPERPARAMETER)]
     given = {}
     for key, value in config.algorithm_settings.items():
@@ -444,6 +472,7 @@ def check_algorithm_settings(config: Config, make_fn: Any) -> AlgorithmSettings:
     named = [(f"sweep.algorithm.{key}", key) for key in config.sweep.algorithm]
     named += [(f"pbt.hparams: {n}", n[len(ALGORITHM_PREFIX):]) for n in evolving
               if n.startswith(ALGORITHM_PREFIX)]
+    named += [(f"algorithm.schedule.{key}", key) for key in config.algorithm.get("schedule") or {}]
     for setting, key in named:
         if key not in hyper:
             raise ConfigError(f"{setting}: {key!r} is not a hyperparameter of {name} (its "

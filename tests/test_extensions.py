@@ -106,6 +106,12 @@ KL = "algorithm=examples.kl_penalty:make_kl_ppo"
      r"examples.kl_penalty:make_kl_ppo \(its hyperparameters: kl_beta\)"),
     ([KL, "sweep.algorithm.kl_beta=[1,1]"], r"sweep.algorithm.kl_beta=\[1.0, 1.0\] has a repeated"),
     (["algorithm.kl_beta=1"], r"algorithm.kl_beta: PPO has no setting 'kl_beta'"),
+    ([KL, "algorithm.schedule.target_kl.kind=linear"],
+     r"algorithm.schedule.target_kl: 'target_kl' is not a hyperparameter of "),
+    ([KL, "algorithm.schedule.kl_beta.kindd=linear"],
+     r"algorithm.schedule.kl_beta.kindd: a schedule has no field 'kindd' \(fields: kind, "),
+    ([KL, "algorithm.schedule.kl_beta.kind=wobbly"],
+     r"algorithm.schedule.kl_beta.kind='wobbly' is not one of constant, linear"),
     (["num_seeds=4", "pbt.every=2", "pbt.hparams=[algorithm.kl_beta]"],
      r"pbt.hparams: algorithm.kl_beta: 'kl_beta' is not a hyperparameter of PPO"),
 ])

@@ -45,6 +45,20 @@ def test_anneal_lr_and_scheduled_hyperparams(make_config):
     assert float(hp.gamma) == pytest.approx(0.99)
 
 
+def test_an_algorithms_own_hyperparameter_is_scheduled_by_name(make_config):
+    """`algorithm.schedule.<name>` moves `hparams.extra[name]` as `ppo.schedule.*` moves PPO's;
+    the other hyperparameters keep their schedules."""
+    config = make_config()  # 8 updates
+    config.algorithm = {"name": None, "schedule": {"kl_beta": {"kind": "linear", "end": 0.0}}}
+    schedules = config.schedules()
+    assert schedules["algorithm.kl_beta"] == ScheduleConfig(kind="linear", end=0.0)
+    base = hyperparams_from_config(config, {"kl_beta": 2.0})
+    hp = make_schedules(schedules, config.num_updates)(base, jnp.int32(2))
+    assert float(hp.extra["kl_beta"]) == pytest.approx(2.0 * 0.75)
+    assert float(hp.lr) == pytest.approx(2.5e-4 * 0.75)
+    assert float(hp.gamma) == pytest.approx(0.99)
+
+
 def _lowered_programs(config):
     """The lowered text of `config`'s init (its hyperparameters an argument) and chunk."""
     import numpy as np

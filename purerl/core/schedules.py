@@ -181,8 +181,8 @@ def schedule_factor(schedule: ScheduleConfig, progress: jax.Array) -> jax.Array:
 def make_schedules(schedules: Mapping[str, ScheduleConfig], num_updates: int
                    ) -> Callable[[HyperParams, jax.Array], HyperParams]:
     """`scheduled(base, update) -> HyperParams`: `base` with each hyperparameter named in
-    `schedules` (`Config.schedules()`) moved to its value at update `update` (an int32 scalar)
-    of `num_updates`.
+    `schedules` (`Config.schedules()`: PPO's, and an algorithm's own as `algorithm.<name>`)
+    moved to its value at update `update` (an int32 scalar) of `num_updates`.
 
     Args:
         schedules: the scheduled hyperparameters' schedules by name.
@@ -195,7 +195,8 @@ def make_schedules(schedules: Mapping[str, ScheduleConfig], num_updates: int
 
     def scheduled(base: HyperParams, update: jax.Array) -> HyperParams:
         progress = update.astype(jnp.float32) / num_updates
-        return base._replace(**{name: getattr(base, name) * schedule_factor(schedule, progress)
-                                for name, schedule in schedules.items()})
+        return with_hyperparams(base, {
+            name: hyperparam(base, name) * schedule_factor(schedule, progress)
+            for name, schedule in schedules.items()})
 
     return scheduled
