@@ -268,8 +268,8 @@ def dense(features: int, scale: float) -> nn.Dense:
 
 
 # A flax collection of one tower's kernels of a batched MLP, sliced out of its `[K, in, out]`
-# kernels ahead of a loop (`with_policy_kernels`): `MLP(x, tower)` reads them instead of slicing
-# the kernels itself, which inside a loop (the rollout's scan) XLA does at every step.
+# kernels ahead of a loop (`ActorCritic.step_variables`): `MLP(x, tower)` reads them instead of
+# slicing the kernels itself, which inside a loop (the rollout's scan) XLA does at every step.
 TOWER_KERNELS = "tower_kernels"
 
 
@@ -325,7 +325,7 @@ class MLP(nn.Module):
                 x = layer_act(jnp.einsum("knd,kdh->knh", x, kernel) + bias)
             else:
                 name = f"kernel{suffix}_{tower}"
-                if self.has_variable(TOWER_KERNELS, name):  # sliced ahead: see with_policy_kernels
+                if self.has_variable(TOWER_KERNELS, name):  # sliced ahead: see step_variables
                     kernel = self.get_variable(TOWER_KERNELS, name)
                 else:
                     kernel = kernel[tower]
