@@ -46,8 +46,8 @@ sys.path.insert(0, str(BENCHMARKS.parent))  # the checkout's purerl, whatever th
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import peer_brax  # noqa: E402  (this file's folder is first on sys.path)
+from harness import REPO, git_state, machine, package_versions  # noqa: E402
 from other_peers import PEERS  # noqa: E402
-from peers import REPO, git_state, machine, package_versions  # noqa: E402
 from throughput import timed  # noqa: E402
 
 from purerl.algos.rollout import RolloutNoise, draws_resets_ahead, rollout  # noqa: E402

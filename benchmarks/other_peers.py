@@ -31,8 +31,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import NamedTuple
 
-from peer_curves import LAUNCHED_AT, WARM_CACHE
-from peers import (
+from harness import (
     BENCHMARKS,
     HUNG_AFTER_S,
     PURERL_PACKAGES,
@@ -46,6 +45,7 @@ from peers import (
     subprocess_env,
     timed_run,
 )
+from peer_curves import LAUNCHED_AT, WARM_CACHE
 
 
 class Peer(NamedTuple):

@@ -29,8 +29,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
+from harness import BENCHMARKS, REPO, git_state, machine, package_versions
 from other_peers import PEERS, run_side, side_python
-from peers import BENCHMARKS, REPO, git_state, machine, package_versions
 
 EPOCHS = (1, 2, 4)
 # each peer's side without evaluation inside its program, and its settings

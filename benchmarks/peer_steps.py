@@ -43,8 +43,8 @@ import subprocess
 import time
 from datetime import datetime, timezone
 
+from harness import BENCHMARKS, REPO, git_state, machine, package_versions
 from other_peers import PEERS, side_env, side_python
-from peers import BENCHMARKS, REPO, git_state, machine, package_versions
 
 SETTINGS = {"rejax": ("cartpole", "breakout"), "brax": ("hopper", "inverted_pendulum")}
 # samples a timed call covers at least, in learns or updates scanned inside it

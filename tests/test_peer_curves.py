@@ -302,13 +302,13 @@ def test_side_result_reads_a_brax_curve_against_its_threshold():
 
 
 def test_a_run_past_its_peers_limit_counts_as_hung(tmp_path):
-    import peers
+    import harness
     import pytest
 
     command = [sys.executable, "-c", "import time; time.sleep(30)"]
     with pytest.raises(SystemExit, match="hung twice"):
-        peers.timed_run(command, tmp_path, tmp_path / "log", hung_after_s=0.5)
-    assert peers.timed_run([sys.executable, "-c", "pass"], tmp_path, tmp_path / "log",
+        harness.timed_run(command, tmp_path, tmp_path / "log", hung_after_s=0.5)
+    assert harness.timed_run([sys.executable, "-c", "pass"], tmp_path, tmp_path / "log",
                            hung_after_s=30) < 30
 
 
@@ -379,11 +379,11 @@ def test_purerl_warm_runs_first_to_fill_the_compile_cache_then_takes_its_turns(m
 
 
 def test_every_side_of_every_peer_has_a_heading():
+    import harness
     import other_peers
-    import peers
 
     for peer in other_peers.PEERS.values():
-        assert set(peer.sides) | set(peer.purerl_sides) <= set(peers.HEADINGS)
+        assert set(peer.sides) | set(peer.purerl_sides) <= set(harness.HEADINGS)
 
 
 def test_trace_ops_tells_an_op_by_what_it_holds():
