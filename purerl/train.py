@@ -150,7 +150,6 @@ def main() -> None:
     def hydra_job(cfg: DictConfig) -> Optional[float]:
         return _job(cfg, cache)
 
-
     try:
         preflight(sys.argv[1:])
         sys.argv[1:] = normalize_argv(sys.argv[1:]) + _quiet_hydra_beside_process_0()

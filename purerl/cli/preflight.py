@@ -233,8 +233,6 @@ def _check_output_dir(overrides, multirun: bool) -> None:
     `hydra.sweep.dir`; default: under the working directory) cannot be written: a file made
     and removed in it, or in its nearest existing parent, before Hydra writes its own files
     there (Hydra's failure would be a traceback)."""
-
-
     key = "hydra.sweep.dir" if multirun else "hydra.run.dir"
     given = [str(o.value()) for o in overrides if o.key_or_group == key]
     target = Path(given[-1].split("${")[0]) if given else Path.cwd()
@@ -261,7 +259,6 @@ def compose_jobs(argv: List[str]) -> List[Config]:
 
 def _parse_overrides(argv: List[str]) -> list:
     """The Hydra overrides of `argv` (its `-`-flags left out); raises ConfigError."""
-
     args = [a for a in normalize_argv(argv) if not a.startswith("-")]
     try:
         return OverridesParser.create().parse_overrides(args)
@@ -271,7 +268,6 @@ def _parse_overrides(argv: List[str]) -> list:
 
 def _compose(overrides) -> List[Config]:
     """`compose_jobs` of the parsed `overrides`."""
-
     _check_env_override(overrides)
     _check_hydra_plugins(overrides)
     job_overrides = [o for o in overrides if not o.key_or_group.startswith("hydra")]

@@ -104,7 +104,6 @@ def folds_time_limit(env, env_params) -> bool:
     Returns:
         True when time-outs would be treated as terminal.
     """
-
     limit = getattr(env_params, "max_steps_in_episode", None)
     if not isinstance(env, Environment) or isinstance(env, SuiteEnv) or not isinstance(
             limit, numbers.Integral) or limit < 2:

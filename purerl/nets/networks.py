@@ -362,7 +362,6 @@ class UserRecurrentActorCritic(VariablesAsGiven, nn.Module):
         """
         return jnp.zeros((*batch, self.carry_size), jnp.float32)
 
-
     def unroll(self, carry: jax.Array, obs: jax.Array, first: jax.Array):
         """`T` steps of the module.
 

@@ -63,8 +63,6 @@ class Evaluate(Event):
             run: the run, `run.update` the chunk's last update.
             chunk: the chunk that just ended.
         """
-
-
         config, key = run.config, run.key
         update_key = jax.random.fold_in(jax.random.fold_in(key, EVAL_STREAM), run.update)
         result = run.programs.evaluate(run.state.params, run.state.normalizer.obs,
@@ -197,7 +195,6 @@ class Progress(Event):
             run: the run, `run.update` the chunk's last update.
             chunk: the chunk that just ended.
         """
-
         sps, latest = run.sps(), chunk.rows[-1]
         own, earlier = latest["episode_return"], run.history.latest_return()
         run.bar.update(run.env_steps, sps, own if own is not None else earlier,
@@ -238,8 +235,6 @@ class Generation(Event):
             run: the run, `run.update` the chunk's last update.
             chunk: the chunk that just ended.
         """
-
-
         config, history, generation = run.config, run.history, run.update // self.every
         window = slice(run.update - self.every, run.update)
         fitness = generation_fitness(history.return_sum[:, window], history.count[:, window])
@@ -275,7 +270,6 @@ def generation_row(update: int, generation: int, fitness: np.ndarray, source: np
         The row: `update`, `generation`, `fitness` (null where not finite, `json_number`),
             `copies` (`{"member", "from"}` of the replaced members only) and `hparams`.
     """
-
     copies = [{"member": m, "from": int(s)} for m, s in enumerate(source) if s != m]
     return {
         "update": update, "generation": generation,
@@ -351,7 +345,6 @@ class Plot(Event):
         Returns:
             True to call `handle`.
         """
-
         return chunk.evaluated and not run.ending and writes_files()
 
     def handle(self, run: Run, chunk: Chunk) -> None:
@@ -370,8 +363,6 @@ def plot_learning_curve(run: Run) -> None:
     Args:
         run: the run, its history up to `run.update`.
     """
-
-
     history, config = run.history, run.config
     returns = history.returns()
     if config.pbt.every:  # members change hyperparameters: a curve per member, as in pbt.png
@@ -407,7 +398,6 @@ class StopSignal(Event):
             run: the run, `run.update` the chunk's last update.
             chunk: the chunk that just ended.
         """
-
         run.status = status_of(chunk.stop_signal)
         run.stop_signal = chunk.stop_signal
 
@@ -439,7 +429,6 @@ class FoldedTimeLimit(Event):
             run: the run, `run.update` the chunk's last update.
             chunk: the chunk that just ended.
         """
-
         self.checked = True
         name = run.config.env.name
         if ":" not in name:
@@ -470,7 +459,6 @@ def default_events(config: Config, user_events: Sequence[Event] = ()) -> List[Ev
     Returns:
         The events.
     """
-
     stop = [] if config.stop_at_return is None else [StopAtReturn(config.stop_at_return, config)]
     return [Evaluate(config), *stop, *user_events, FoldedTimeLimit(), Log(),
             NonfiniteGuard(nonfinite_names), Progress(config), Generation(config),

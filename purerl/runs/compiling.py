@@ -103,7 +103,6 @@ def compile_programs(config: Config, program, key,
         The Programs; `compile_s` is the time until init and chunk were compiled and all
             lowered, whether or not `meanwhile` took longer.
     """
-
     start = time.perf_counter()
     pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="compile")
 
@@ -158,7 +157,6 @@ def import_writers(config: Config) -> None:
     Args:
         config: the run's config; `log` names the sinks (TensorBoard, W&B).
     """
-
     import_orbax()
     if writes_files():
         import_libraries(config.log)
@@ -175,6 +173,4 @@ def eval_keys(config: Config, key):
     Returns:
         Typed keys `[M]` (`M = config.num_members`) of PRNG `config.prng_impl`.
     """
-
-
     return convert_key(jax.random.split(key, config.num_members), config.prng_impl)

@@ -48,7 +48,6 @@ def lock_run_dir(run_dir: Path) -> Iterator[None]:
     Raises:
         ConfigError: another run holds the directory.
     """
-
     handle, holder = None, ""
     if writes_files():
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -97,7 +96,6 @@ def resume_point(config: Config, run_dir: Path, checkpoints, num_devices: int,
             are no run's, no intact checkpoint, or a config that does not continue the saved
             run (`purerl.storage.restoring.check_resumable`).
     """
-
     latest = checkpoints.latest()
     if config.resume is False:
         if latest is not None:
@@ -157,8 +155,6 @@ def params_from(run_dir: Path, like, init_member: Optional[int] = None):
         ConfigError: no intact checkpoint, `init_member` out of range, a member count that
             is neither 1 nor M, or params of other shapes.
     """
-
-
     saved = restore_run(run_dir)
     source, params = saved.config, saved.state.params
     num_members = jax.tree.leaves(like)[0].shape[0]

@@ -83,7 +83,6 @@ def run(config: Config, run_dir, events: Sequence[Event] = (), *,
         purerl.storage.write_errors.WriteError: a write failed (full disk, read-only or vanished
             directory, permission); what was written before stays valid.
     """
-
     events = [*load_events(config.events), *events]
     run_dir = Path(run_dir)
     with console_log(console), writes_to(run_dir), lock_run_dir(run_dir):
@@ -101,7 +100,6 @@ def load_events(names: Sequence[str]) -> List[Event]:
         The events, in order. Raises ConfigError when one does not import, cannot be made
             without arguments, or is not an `Event`.
     """
-
     events = []
     for name in names:
         made = load_callable("events", name)
@@ -120,8 +118,6 @@ def load_events(names: Sequence[str]) -> List[Event]:
 def _run(config: Config, run_dir: Path, events: Sequence[Event], cache: Optional[ProgramCache],
          given: Dict) -> Dict:
     """`run` in `run_dir`, which this process holds."""
-
-
     use_compile_cache(config.compile_cache)
     num_updates = config.num_updates
     program = make_program(config, chunk=max(1, math.ceil(num_updates / CHUNKS)), **given)
@@ -158,7 +154,6 @@ def _open_or_resume(run: Run, resume_from: Optional[int], init_params, hyperpara
     """Sets the run's first state: the init program's, resumed from checkpoint `resume_from`
     (with its history and metrics.jsonl up to there), or starting from `init_params`, the
     members' base `hyperparams` `[M]` (`Program.hyperparams`)."""
-
     run.state = run.programs.init(run.key, hyperparams)
     run.history = RunHistory(run.config.num_members)
     if resume_from is not None:
@@ -183,7 +178,6 @@ def _open_or_resume(run: Run, resume_from: Optional[int], init_params, hyperpara
 
 def _open_sinks(run: Run, resumed: bool) -> None:
     """The metrics writers (metrics.jsonl, TensorBoard, W&B) and the progress bar."""
-
     config = run.config
     run.bar = ProgressBar(config.num_updates * config.batch_size,
                                 config.log.progress and writes_files(), initial=run.env_steps)
@@ -272,7 +266,6 @@ def _handle(run: Run, events: List[Event], chunk: Chunk) -> None:
     end run first (the final evaluation), then the rest. An event that raises ends the run,
     in a single process once what trained is kept (`_keep_work`; a checkpoint is a
     collective, and with several processes the others may not be at this event)."""
-
     handled = set()
     for position, event in enumerate(events):
         if run.status not in ("completed", "stopped"):
@@ -296,7 +289,6 @@ def _keep_work(run: Run, chunk: Chunk, rest: List[Event], error: Exception) -> N
     """After an event raised `error`: the events of `rest` that keep what trained (the chunk's
     rows, a checkpoint of its end), so that `resume=auto` goes on from there; none after a
     failed write."""
-
     if write_error(error, run.run_dir) is not None:
         return  # the chunk's rows may be cut short: the last checkpoint stays the newest
     chunk.failed = True
@@ -313,8 +305,6 @@ def _run_chunk(run: Run, num: int, signals: StopSignals, room: int) -> Tuple[Chu
     the chunk says whether a stop signal came and a checkpoint is due by the clock. Returns
     the chunk and the next chunk's updates (at most `room`, `chunk_updates` at this chunk's
     pace), each decided alike in every process."""
-
-
     tick = time.perf_counter()
     state, metrics = run.programs.run_chunk(run.state, np.int32(num))
     metrics = jax.tree.map(lambda x: np.asarray(x)[:, :num], to_host(metrics))
@@ -345,7 +335,6 @@ def _run_chunk(run: Run, num: int, signals: StopSignals, room: int) -> Tuple[Chu
 
 def _finish(run: Run) -> Dict:
     """The final plot and summary.json, and the run's last log lines; returns the summary."""
-
     if run.status == "nonfinite":
         kept = Checkpoints(run.run_dir / CHECKPOINTS).latest()
         run.failure = (f"{run.failure}: stopped; metrics.jsonl keeps updates 1-{run.update}"

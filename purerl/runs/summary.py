@@ -28,8 +28,6 @@ def run_summary(run: Run) -> Dict:
     Returns:
         The summary, JSON-serializable; `final_return_per_seed` has one entry per member.
     """
-
-
     config, history = run.config, run.history
     finals = history.final_returns()
     per_seed = [None if r is None else json_number(r) for r in finals]

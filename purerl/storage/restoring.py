@@ -173,7 +173,6 @@ def restore_run(run_dir: Path, which: str = "final", **given) -> SavedRun:
     Raises:
         ConfigError: no such checkpoint, or none that restores.
     """
-
     checkpoints, update = final_checkpoint(run_dir, which)
     try:
         update, record = checkpoints.record_intact(update)

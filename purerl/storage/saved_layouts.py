@@ -24,7 +24,6 @@ def saved_layouts(abstract: Any) -> Iterator[Tuple[Any, Callable[[Any], Any]]]:
             optimizer state holds param-shaped trees) purerl 0.2.0's CPU-plan layout, those
             trees raveled into `[S, P]`.
     """
-
     yield abstract, lambda state: state
     if not (isinstance(abstract, tuple) and hasattr(abstract, "opt_state")):
         return

@@ -229,7 +229,6 @@ def checked_member(saved, run_dir, member: Optional[int], setting: str = "member
     Raises:
         ConfigError: `member` is not in `[0, num_members)`.
     """
-
     if member is None and (best_by_default or is_sweep(saved.config)):
         member = best_member(saved.record)
     num_members = saved.config.num_members
