@@ -22,7 +22,7 @@ from purerl.nets.layers import (
     conv_output_size,
     dense,
 )
-from purerl.nets.recurrent import RecurrentActorCritic, scan_steps
+from purerl.nets.recurrent import RecurrentActorCritic, StepOfUnroll, scan_steps
 from purerl.plan import PLAIN, ExecutionPlan
 from purerl.plugins import load_callable
 
@@ -328,7 +328,7 @@ class UserActorCritic(VariablesAsGiven, nn.Module):
         return self(obs, batch_ndim)[1]
 
 
-class UserRecurrentActorCritic(VariablesAsGiven, nn.Module):
+class UserRecurrentActorCritic(StepOfUnroll, VariablesAsGiven, nn.Module):
     """A user's flax module with memory as purerl's recurrent actor-critic. The module has an
     int attribute `carry_size` C and maps `(carry [B, C], obs [B, *obs_shape])` to
     `(carry [B, C], policy_out, value [B])`, `policy_out` as `UserActorCritic`'s. Every
@@ -350,17 +350,6 @@ class UserRecurrentActorCritic(VariablesAsGiven, nn.Module):
         """flax's setup: a Gaussian policy's state-independent log-std."""
         if self.gaussian:
             self.log_std = self.param("log_std", nn.initializers.zeros, (self.num_outputs,))
-
-    def initial_carry(self, batch: Tuple[int, ...]) -> jax.Array:
-        """The carry at an episode's start.
-
-        Args:
-            batch: the leading shape, e.g. `(B,)`.
-
-        Returns:
-            float32 zeros `[*batch, carry_size]`.
-        """
-        return jnp.zeros((*batch, self.carry_size), jnp.float32)
 
     def unroll(self, carry: jax.Array, obs: jax.Array, first: jax.Array):
         """`T` steps of the module.
@@ -384,20 +373,6 @@ class UserRecurrentActorCritic(VariablesAsGiven, nn.Module):
         if self.gaussian:
             head = (head, jnp.broadcast_to(self.log_std, head.shape))
         return carry, head, value
-
-    def __call__(self, carry: jax.Array, obs: jax.Array, first: jax.Array):
-        """One step.
-
-        Args:
-            carry: `[B, C]`.
-            obs: `[B, *obs_shape]`.
-            first: bool `[B]`.
-
-        Returns:
-            `(carry [B, C], policy_out [B, num_outputs], value [B])`.
-        """
-        carry, policy_out, value = self.unroll(carry, obs[None], first[None])
-        return carry, jax.tree.map(lambda x: x[0], policy_out), value[0]
 
     def value(self, carry: jax.Array, obs: jax.Array, first: jax.Array) -> jax.Array:
         """V of one step's observations after `carry`.

@@ -130,7 +130,38 @@ def scan_steps(step, module: nn.Module, carry, inputs):
     return scan(module, carry, inputs)
 
 
-class RecurrentActorCritic(ActorCriticBase):
+class StepOfUnroll:
+    """What a recurrent actor-critic derives from its `unroll` and `carry_size`: the carry at
+    an episode's start and one step (`RecurrentActorCritic`,
+    `networks.UserRecurrentActorCritic`)."""
+
+    def initial_carry(self, batch: Tuple[int, ...]) -> jax.Array:
+        """The carry at an episode's start.
+
+        Args:
+            batch: the leading shape, e.g. `(B,)`.
+
+        Returns:
+            float32 zeros `[*batch, carry_size]`.
+        """
+        return jnp.zeros((*batch, self.carry_size), jnp.float32)
+
+    def __call__(self, carry: jax.Array, obs: jax.Array, first: jax.Array):
+        """One step: `unroll` of one.
+
+        Args:
+            carry: `[B, C]`.
+            obs: `[B, *obs_shape]`.
+            first: bool `[B]`.
+
+        Returns:
+            `(carry [B, C], policy_out [B, num_outputs], value [B])`.
+        """
+        carry, policy_out, value = self.unroll(carry, obs[None], first[None])
+        return carry, jax.tree.map(lambda x: x[0], policy_out), value[0]
+
+
+class RecurrentActorCritic(StepOfUnroll, ActorCriticBase):
     """The actor-critic with a cell (`cell`: gru | lstm, `rnn_size` units) between the torso
     and the heads: torso (MLP, CNN or serialized, as `ActorCritic`'s), cell, then the linear
     policy and value heads. `shared=False`: the value has a torso and a cell of its own.
@@ -159,17 +190,6 @@ class RecurrentActorCritic(ActorCriticBase):
     def carry_size(self) -> int:
         """The carry's width `C`: `num_cells * state_size`."""
         return self.num_cells * self.state_size
-
-    def initial_carry(self, batch: Tuple[int, ...]) -> jax.Array:
-        """The carry at an episode's start: zeros `[*batch, carry_size]`.
-
-        Args:
-            batch: the leading shape, e.g. `(B,)`.
-
-        Returns:
-            float32 zeros `[*batch, carry_size]`.
-        """
-        return jnp.zeros((*batch, self.carry_size), jnp.float32)
 
     @property
     def _batched_torso(self) -> bool:
@@ -238,10 +258,6 @@ class RecurrentActorCritic(ActorCriticBase):
         """
         carry, head, value = self._recur(carry, obs, first)
         return carry, self._policy_out(head, first.shape), value
-
-    def __call__(self, carry: jax.Array, obs: jax.Array, first: jax.Array):
-        carry, policy_out, value = self.unroll(carry, obs[None], first[None])
-        return carry, jax.tree.map(lambda x: x[0], policy_out), value[0]
 
     def value(self, carry: jax.Array, obs: jax.Array, first: jax.Array) -> jax.Array:
         """V of one step's observations `[B, ...]` after `carry` -> `[B]` (the value cell
