@@ -6,6 +6,10 @@ Each faster path computes what its plain twin computes (a test compares each pai
 measured to pay on XLA:CPU, where small kernels and random-number loops dominate. On other
 platforms the plain path runs: it is the code a reader meets first, and `plan=plain` runs it on
 a CPU too. No plan changes what a run saves: a checkpoint holds the same state whichever ran.
+
+The last five fields lay the plain program out as PureJaxRL's `ppo.py` lays its own out, one
+difference each, so that one accelerator run can time which of them (if any) costs purerl
+speed there (`benchmarks/peers.py --plans`); no named plan sets them.
 """
 
 from __future__ import annotations
@@ -39,6 +43,23 @@ class ExecutionPlan(NamedTuple):
     # 2^20, where the Feistel network is faster too, so that runs of those sizes draw the
     # minibatches they drew before it
     index_shuffle: bool = False
+    # `learner`: each epoch draws its permutation at its start, inside a loop over epochs
+    # (PureJaxRL); False: all epochs' at once, before the steps
+    permutation_per_epoch: bool = False
+    # `learner`: each epoch gathers the whole batch in its order once and steps over slices of
+    # it (PureJaxRL's `jnp.take` of the batch); False: each step gathers its minibatch (or all
+    # ahead, `gather_ahead_bytes`)
+    gather_per_epoch: bool = False
+    # `rollout`: separate towers' value computed by each step with the policy (PureJaxRL);
+    # False: the value tower runs once over all observations after the scan
+    value_in_step: bool = False
+    # `rollout`: each step computes the value of its true next observation; False: a step's
+    # is the following step's value, and a loop after the scan computes the rest (episodes
+    # truncated and every env's last step)
+    next_value_in_step: bool = False
+    # `layers.MLP`: two towers run as two MLPs, a matmul per tower and layer (PureJaxRL's two
+    # Dense stacks); False: one batched matmul per layer
+    towers_apart: bool = False
 
 
 PLAIN = ExecutionPlan()

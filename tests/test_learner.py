@@ -88,6 +88,35 @@ def test_gathering_per_step_equals_gathering_ahead(setup):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-7)
 
 
+@pytest.mark.parametrize("layout", [{"permutation_per_epoch": True},
+                                    {"gather_per_epoch": True},
+                                    {"permutation_per_epoch": True, "gather_per_epoch": True}])
+def test_epoch_by_epoch_takes_the_steps_of_all_epochs_at_once(setup, layout):
+    """PureJaxRL's layout of an update (each epoch draws its permutation at its start, or
+    gathers the whole batch in its order and steps over slices of it) takes the steps that
+    the plain layout takes, on the same minibatches: the same update, bit for bit."""
+    config, agent, params, batch = setup
+    plain = agent._replace(plan=agent.plan._replace(gather_ahead_bytes=0))
+    expected = _learn(config, plain, params, batch, epochs=2, minibatches=4)
+    learned = _learn(config, plain._replace(plan=plain.plan._replace(**layout)), params, batch,
+                     epochs=2, minibatches=4)
+    assert int(learned.opt_steps) == 8
+    for a, b in zip(jax.tree.leaves(expected), jax.tree.leaves(learned)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_two_towers_apart_learn_as_the_batched_towers(setup):
+    """The plan's `towers_apart` (the two towers as two MLPs, PureJaxRL's layout) trains the
+    same parameters as the batched towers, up to the matmuls' order of sums."""
+    config, agent, params, batch = setup
+    batched = _learn(config, agent, params, batch, epochs=2, minibatches=4)
+    apart_agent = agent._replace(plan=agent.plan._replace(towers_apart=True),
+                                 network=agent.network.clone(towers_apart=True))
+    apart = _learn(config, apart_agent, params, batch, epochs=2, minibatches=4)
+    for a, b in zip(jax.tree.leaves(batched), jax.tree.leaves(apart)):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
+
+
 def test_the_index_shuffle_permutes_the_whole_batch(setup):
     """Batches beyond the packed sort (here: all, at a limit of 0) shuffle by the Feistel
     network from round keys per epoch: with one minibatch per epoch every step sees the whole

@@ -11,6 +11,7 @@ from purerl.envs.normalization import init_running_stats
 from purerl.nets.agent import make_agent
 from purerl.nets.layers import init_params
 from purerl.nets.networks import ActorCritic
+from purerl.plan import PLAIN
 
 NUM_STEPS, NUM_ENVS = 24, 8
 CHAIN_END, TIME_LIMIT = 4, 10  # custom_envs.Chain's default params
@@ -28,15 +29,25 @@ def chain_agent():
     return agent, params, env_params
 
 
-@pytest.mark.parametrize("resets_drawn_ahead, value_pass_samples", [(True, None), (False, 48)])
+# The plain plan laid out as PureJaxRL's rollout is: the value with the policy at each step,
+# each step's next value too, and the two towers as two MLPs.
+PUREJAXRL_LAYOUT = PLAIN._replace(value_in_step=True, next_value_in_step=True,
+                                  towers_apart=True)
+
+
+@pytest.mark.parametrize("resets_drawn_ahead, value_pass_samples, plan",
+                         [(True, None, None), (False, 48, None), (False, None, PUREJAXRL_LAYOUT)])
 def test_rollout_transitions_follow_the_chain(chain_agent, resets_drawn_ahead,
-                                              value_pass_samples, monkeypatch):
+                                              value_pass_samples, plan, monkeypatch):
     """Chain: the position (the one-hot observation) moves by the action; reaching position 4
     terminates with reward 1; the 10th step of an episode truncates it. Values come from one
-    pass after the scan, or (48 samples at most: 3 steps of 2 x 8) from 8 chunks of it."""
+    pass after the scan, or (48 samples at most: 3 steps of 2 x 8) from 8 chunks of it, or
+    with PureJaxRL's layout from the steps."""
     if value_pass_samples is not None:
         monkeypatch.setattr(purerl.algos.rollout, "MAX_VALUE_PASS_SAMPLES", value_pass_samples)
     agent, params, env_params = chain_agent
+    if plan is not None:  # the same network and params, run as two MLPs
+        agent = agent._replace(plan=plan, network=agent.network.clone(towers_apart=True))
     keys = jax.random.split(jax.random.key(0), 4)
     obs, env_state = agent.reset_envs(jax.random.split(keys[0], NUM_ENVS), env_params)
     noise = RolloutNoise(
@@ -85,17 +96,19 @@ def test_rollout_transitions_follow_the_chain(chain_agent, resets_drawn_ahead,
 
 @pytest.mark.parametrize("network", [{"network.shared": True},
                                      {"network.rnn": "gru", "network.rnn_size": 8}])
-def test_next_values_of_a_shared_trunk_and_a_recurrent_policy(network):
+@pytest.mark.parametrize("plan", [None, PUREJAXRL_LAYOUT])
+def test_next_values_of_a_shared_trunk_and_a_recurrent_policy(network, plan):
     """The next value of every step, against the network applied step by step: V of the true
     next observation (a recurrent policy's after that step's carry, not reset), 0 at a
     terminal state. Chain's episodes end every few steps, truncated or terminated, some of
-    them before an env's last step (whose next values take a round of their own)."""
+    them before an env's last step (whose next values take a round of their own, or with
+    PureJaxRL's layout come from the steps)."""
     from conftest import tiny_config
 
     config = tiny_config(**{"env.name": "custom_envs:Chain", "env.num_envs": NUM_ENVS,
                             **network})
     env, env_params = make_env(config.env)
-    agent = make_agent(config.env, config.network, env, env_params)
+    agent = make_agent(config.env, config.network, env, env_params, plan=plan)
     keys = jax.random.split(jax.random.key(0), 4)
     obs, env_state = agent.reset_envs(jax.random.split(keys[0], NUM_ENVS), env_params)
     memory = agent.initial_memory(NUM_ENVS)

@@ -298,7 +298,8 @@ def make_learner(agent: Agent, loss_terms: Sequence[LossTerm], *, batch_size: in
     def learn(params, opt_state, batch: Batch, shuffle_bits: jax.Array,
               hp: HyperParams) -> Learned:
         """All epochs x minibatches as one scan over minibatches shuffled by uint32
-        `shuffle_bits` of `shuffle_shape`."""
+        `shuffle_bits` of `shuffle_shape` (with the plan's `permutation_per_epoch` or
+        `gather_per_epoch`, a scan over epochs of scans over their minibatches)."""
         if carries_flat:
             start, as_tree = ravel_pytree(params)
             opt_start = ravel_like_params(opt_state, params)
@@ -310,32 +311,46 @@ def make_learner(agent: Agent, loss_terms: Sequence[LossTerm], *, batch_size: in
             has_aux=True)
         # elementwise or by a global norm, when `carries_flat`
         take_step = _make_step(grad_fn, make_opt(hp), stop_rule, hp, axis_name)
-        indices = permutations_from_bits(
-            shuffle_bits, batch_size, prng_impl, plan.packed_sort_bits,
-            plan.index_shuffle).reshape(num_steps, minibatch_size)
-        batch_bytes = sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(batch))
-        gather_ahead = batch_bytes * num_epochs <= plan.gather_ahead_bytes
         gather = lambda rows: _gather(batch, rows, recurrent, axis_name)  # noqa: E731
+        permutations = lambda bits: permutations_from_bits(  # noqa: E731
+            bits, batch_size, prng_impl, plan.packed_sort_bits, plan.index_shuffle)
+        batch_bytes = sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(batch))
+        by_epoch = plan.permutation_per_epoch or plan.gather_per_epoch
+        gather_ahead = not by_epoch and batch_bytes * num_epochs <= plan.gather_ahead_bytes
+        # the step's minibatch is its input as it is, or gathered from its rows [mb]
+        gathered = gather_ahead or plan.gather_per_epoch
 
         def minibatch_step(carry: _Carry, step_input):
-            minibatch = step_input if gather_ahead else gather(step_input)
+            minibatch = step_input if gathered else gather(step_input)
             if stop_rule is not None:
                 carry = jax.lax.cond(carry.stopped, lambda c, _: c, take_step, carry, minibatch)
             else:
                 carry = take_step(carry, minibatch)
             return carry, None
 
-        # Gathered ahead, the advantages of all minibatches are normalized at once (on several
-        # devices, one all-reduce for all of them).
-        steps_input = gather(indices) if gather_ahead else indices
-        first = (jax.tree.map(lambda x: x[0], steps_input) if gather_ahead
-                 else gather(indices[0]))
+        def epoch(carry: _Carry, epoch_input):
+            """One pass over the batch, from its permutation `[batch_size]` or its bits."""
+            order = permutations(epoch_input[None])[0] if plan.permutation_per_epoch \
+                else epoch_input
+            rows = order.reshape(num_minibatches, minibatch_size)
+            return jax.lax.scan(minibatch_step, carry,
+                                gather(rows) if plan.gather_per_epoch else rows)[0], None
+
         metric_shapes = jax.eval_shape(
-            lambda *args: _minibatch_loss(agent, loss_terms, *args), params, first, hp)[1]
+            lambda *args: _minibatch_loss(agent, loss_terms, *args), params,
+            jax.eval_shape(gather, jax.ShapeDtypeStruct((minibatch_size,), jnp.int32)), hp)[1]
         carry = _Carry(start, opt_start, jnp.bool_(False),
                        jax.tree.map(lambda m: jnp.zeros(m.shape, m.dtype), metric_shapes),
                        jnp.int32(0), jnp.int32(0), jnp.int32(0))
-        carry = jax.lax.scan(minibatch_step, carry, steps_input)[0]
+        if by_epoch:
+            carry = jax.lax.scan(epoch, carry, shuffle_bits if plan.permutation_per_epoch
+                                 else permutations(shuffle_bits))[0]
+        else:
+            # Gathered ahead, the advantages of all minibatches are normalized at once (on
+            # several devices, one all-reduce for all of them).
+            indices = permutations(shuffle_bits).reshape(num_steps, minibatch_size)
+            carry = jax.lax.scan(minibatch_step, carry,
+                                 gather(indices) if gather_ahead else indices)[0]
         computed = jnp.maximum(carry.computed, 1)
         opt_end = (unravel_like_params(carry.opt_state, opt_state, params) if carries_flat
                    else carry.opt_state)

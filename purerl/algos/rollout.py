@@ -89,11 +89,12 @@ def rollout(agent: Agent, params, env_state, obs: jax.Array, obs_stats, env_para
     `params`; `obs_stats` are the observation statistics the network input is standardized by;
     `memory`: a recurrent policy's (None for a feed-forward one).
     With separate feed-forward towers, the value of every observation comes from one pass of
-    the value tower after the scan (else from the step). The value of each step's true next
-    observation is the following step's where the episode goes on, 0 at a terminal state, and
-    computed apart for the rest (`_next_values`). A recurrent policy's next value reads the
-    carry after the step, not reset: the true next observation of an episode's last step
-    continues that episode.
+    the value tower after the scan (else, or with the plan's `value_in_step`, from the step).
+    The value of each step's true next observation is the following step's where the episode
+    goes on, 0 at a terminal state, and computed apart for the rest (`_next_values`; with the
+    plan's `next_value_in_step`, each step computes its own). A recurrent policy's next value
+    reads the carry after the step, not reset: the true next observation of an episode's last
+    step continues that episode.
 
     Args:
         agent: the agent (`purerl.nets.agent.make_agent`): its network, policy and vmapped envs.
@@ -140,6 +141,11 @@ def rollout(agent: Agent, params, env_state, obs: jax.Array, obs_stats, env_para
         next_obs, env_state, reward, terminated, truncated, info = agent.step_envs(
             env_keys, env_state, agent.spec.to_env(action), env_params, resets)
         done = info["episode_done"]
+        next_value = None
+        if agent.plan.next_value_in_step:  # V of the true next observation, 0 if terminal
+            next_value = jnp.where(terminated, 0.0, _values(
+                agent, params, obs_stats, info["final_observation"][None],
+                None if cell_carry is None else cell_carry[None])[0])
         # The wrapper's episode return and length are zero on steps that end no episode.
         sums = EpisodeSums(sums.episode_return + info["episode_return"],
                            sums.episode_length + info["episode_length"], sums.count + done)
@@ -147,7 +153,8 @@ def rollout(agent: Agent, params, env_state, obs: jax.Array, obs_stats, env_para
         # `[2, B, ...]`, the two end flags as the bits of one uint8.
         outputs = (jnp.stack([obs, info["final_observation"]]), action,
                    policy.log_prob(policy_out, action), value, reward.astype(jnp.float32),
-                   terminated.astype(jnp.uint8) | truncated.astype(jnp.uint8) << 1, cell_carry)
+                   terminated.astype(jnp.uint8) | truncated.astype(jnp.uint8) << 1, cell_carry,
+                   next_value)
         if memory is not None:
             memory = Memory(cell_carry, done)  # reset where `first`, at the next step
         return pack((env_state, next_obs, sums, memory)), outputs
@@ -157,12 +164,13 @@ def rollout(agent: Agent, params, env_state, obs: jax.Array, obs_stats, env_para
                                    noise.pool_choice))
     env_state, obs, episodes, memory = unpack(carry)
     # obs_and_next: [T, 2, B, ...]; cell_carries: [T, B, C], a recurrent policy's after each step
-    obs_and_next, action, log_prob, value, reward, ends, cell_carries = outputs
+    obs_and_next, action, log_prob, value, reward, ends, cell_carries, next_value = outputs
     terminated, truncated = (ends & 1) > 0, (ends & 2) > 0
     if value is None:  # the value tower over every observation, in one pass
         value = _values(agent, params, obs_stats, obs_and_next[:, 0])
-    next_value = _next_values(agent, params, obs_stats, value, obs_and_next[:, 1], cell_carries,
-                              terminated, truncated)
+    if next_value is None:
+        next_value = _next_values(agent, params, obs_stats, value, obs_and_next[:, 1],
+                                  cell_carries, terminated, truncated)
     transition = Transition(obs_and_next[:, 0], obs_and_next[:, 1], action, log_prob, value,
                             next_value, reward, terminated, truncated)
     return Rollout(env_state, obs, transition, episodes, memory)

@@ -113,7 +113,8 @@ class Agent(NamedTuple):
         """The policy's output for observations `obs [B, *obs_shape]` (as the env returned
         them) and, for a recurrent policy, the value `[B]` and the carry after this step (its
         memory before any reset): `(policy_out, value or None, carry or None)`. A feed-forward
-        policy with separate towers runs its policy tower alone (value None).
+        policy with separate towers runs its policy tower alone (value None), unless the plan
+        says `value_in_step`.
 
         Args:
             params: one member's network params.
@@ -129,7 +130,7 @@ class Agent(NamedTuple):
             carry, policy_out, value = self.network.apply(params, memory.carry, network_obs,
                                                           memory.first)
             return self.masked(policy_out, mask), value, carry
-        if self.network.shared:  # one trunk gives both
+        if self.network.shared or self.plan.value_in_step:  # one call gives both
             policy_out, value = self.network.apply(params, network_obs)[:2]
             return self.masked(policy_out, mask), value, None
         policy_out = self.network.apply(params, network_obs, method="policy")

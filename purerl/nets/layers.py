@@ -290,6 +290,7 @@ class MLP(nn.Module):
     num_towers: int = 1
     head_sizes: Sequence[int] = ()
     head_scales: Sequence[float] = ()
+    towers_apart: bool = False  # all towers run as K matmuls per layer, not one batched one
 
     @nn.compact
     def __call__(self, x: jax.Array, tower: Optional[int] = None) -> jax.Array:
@@ -321,7 +322,10 @@ class MLP(nn.Module):
             kernel = self.param(f"kernel{suffix}", kernel_init,
                                 (self.num_towers, x.shape[-1], size))
             bias = self.param(f"bias{suffix}", nn.initializers.zeros, (self.num_towers, 1, size))
-            if tower is None:
+            if tower is None and self.towers_apart:
+                x = layer_act(jnp.stack([x[k] @ kernel[k] for k in range(self.num_towers)])
+                              + bias)
+            elif tower is None:
                 x = layer_act(jnp.einsum("knd,kdh->knh", x, kernel) + bias)
             else:
                 name = f"kernel{suffix}_{tower}"
@@ -498,6 +502,7 @@ class ActorCriticBase(VariablesAsGiven, nn.Module):
     obs_low: Sequence[float] = ()
     obs_high: Sequence[float] = ()
     conv_patch_matmul: bool = False  # `Conv.patch_matmul` of the CNN torso's convolutions
+    towers_apart: bool = False  # `MLP.towers_apart` of separate towers over raw inputs
 
     def _torso(self) -> nn.Module:
         if self.conv_channels:

@@ -188,7 +188,8 @@ class ActorCritic(ActorCriticBase):
     def setup(self):
         if self._batched_towers:  # the heads too: policy `[F, num_outputs]`, value `[F, 1]`
             self.towers = MLP(self.hidden_sizes, self.activation, num_towers=2,
-                              head_sizes=(self.num_outputs, 1), head_scales=(0.01, 1.0))
+                              head_sizes=(self.num_outputs, 1), head_scales=(0.01, 1.0),
+                              towers_apart=self.towers_apart)
         else:
             self.policy_torso = self._torso()
             if not self.shared:
@@ -403,7 +404,7 @@ def make_network(net: NetworkConfig, spec: ActionSpec, obs_shape: Sequence[int],
             `obs_shape`: the bounds a quantizing torso (`net.vocab_size`) scales by.
         network: a user's network given from Python (a flax module or a factory), in place of
             `net.factory`.
-        plan: the execution plan (`conv_patch_matmul`).
+        plan: the execution plan (`conv_patch_matmul`, `towers_apart`).
 
     Returns:
         The factory's module where it is an `ActorCriticNetwork` or a
@@ -453,7 +454,7 @@ def purerl_network(obs_shape: Tuple[int, ...], action_spec: ActionSpec,
         network_config: the `network` settings.
         obs_bounds: `(low, high)` of what the network reads, each broadcastable to
             `obs_shape`, which a quantizing torso (`vocab_size`) scales by.
-        plan: the execution plan (`conv_patch_matmul`).
+        plan: the execution plan (`conv_patch_matmul`, `towers_apart`).
 
     Returns:
         An `ActorCritic`, or a `purerl.nets.recurrent.RecurrentActorCritic`.
@@ -484,7 +485,7 @@ def purerl_network(obs_shape: Tuple[int, ...], action_spec: ActionSpec,
                     conv_strides=tuple(net.conv_strides), conv_padding=tuple(net.conv_padding),
                     vocab_size=net.vocab_size, embed_dim=net.embed_dim,
                     obs_low=bounds.get("low", ()), obs_high=bounds.get("high", ()),
-                    conv_patch_matmul=plan.conv_patch_matmul)
+                    conv_patch_matmul=plan.conv_patch_matmul, towers_apart=plan.towers_apart)
     if net.rnn is not None:
         return RecurrentActorCritic(**settings, cell=net.rnn, rnn_size=net.rnn_size)
     return ActorCritic(**settings)
