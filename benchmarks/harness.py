@@ -73,11 +73,83 @@ def timed_run(command: list, cwd: Path, log: Path, env: dict | None = None,
     sys.exit(f"{name} hung twice; the end of its output:\n{log.read_text()[-3000:]}")
 
 
+def timed(programs: dict, key, repeats: int = 1) -> tuple[dict, dict]:
+    """The benchmarks' one timer of compiled programs: each called `repeats` times, taking
+    turns (a slow spell of this shared machine then hits all of them alike), each call up to
+    `jax.block_until_ready`; the first call with `key`, the others with `fold_in(key, i)`.
+
+    Args:
+        programs: `{name: compiled program of one key}`.
+        key: the PRNG key (a batch of keys for a vmapped program, with `repeats` 1).
+        repeats: the calls of each.
+
+    Returns:
+        `({name: the fastest call's seconds}, {name: the last call's output})`.
+    """
+    import jax
+
+    best, outputs = {name: float("inf") for name in programs}, {}
+    for i in range(repeats):
+        call_key = key if i == 0 else jax.random.fold_in(key, i)
+        for name, compiled in programs.items():
+            start = time.perf_counter()
+            outputs[name] = jax.block_until_ready(compiled(call_key))
+            best[name] = min(best[name], time.perf_counter() - start)
+    return best, outputs
+
+
+def compile_and_run(train, key, jit: bool = True,
+                    profile: Path | None = None) -> tuple[dict, object]:
+    """`jax.jit(train).lower(key)`, its `.compile()` and one call (`timed`), timed apart.
+
+    Args:
+        train: the whole-run training function of one argument, the key.
+        key: its PRNG key (or keys, for a vmapped `train`).
+        jit: lower `jax.jit(train)`; False: `train` is already a program of JAX's with its own
+            `.lower` (Stoix's `jax.pmap`ped learner).
+        profile: a folder: the program then runs once more under `jax.profiler`, its ops'
+            time per kind (`op_profile.profiled`) under the timings' "profile".
+
+    Returns:
+        `({"lower_s", "compile_s" (lowering included), "train_s"[, "profile"]}, the output)`.
+    """
+    import jax
+
+    start = time.perf_counter()
+    lowered = (jax.jit(train) if jit else train).lower(key)
+    lower_s = time.perf_counter() - start
+    compiled = lowered.compile()
+    compile_s = time.perf_counter() - start
+    best, outputs = timed({"train": compiled}, key)
+    timings = {"lower_s": round(lower_s, 3), "compile_s": round(compile_s, 3),
+               "train_s": round(best["train"], 3)}
+    if profile is not None:
+        from op_profile import profiled
+
+        timings["profile"] = profiled(compiled, (key,), profile)
+    return timings, outputs["train"]
+
+
 def cpu_devices(num_seeds: int = 8) -> int:
     """The CPU devices the command line splits `num_seeds` seeds over here (`cpu_devices=0`)."""
     from purerl.config import auto_cpu_devices
 
     return auto_cpu_devices([num_seeds])
+
+
+def cut(programs: list, total_timesteps: int | None) -> list:
+    """Programs with their budget cut, for a check.
+
+    Args:
+        programs: a row's programs.
+        total_timesteps: the budget, or None to keep theirs.
+
+    Returns:
+        The programs.
+    """
+    if not total_timesteps:
+        return programs
+    return [dict(p, total_timesteps=total_timesteps) for p in programs]
 
 
 def stats(values: list) -> dict | None:

@@ -38,6 +38,7 @@ from harness import (
     REPO,
     comparison,
     cpu_devices,
+    cut,
     git_state,
     machine,
     markdown,
@@ -314,21 +315,6 @@ def comparisons(turns: list, programs: list, peer: Peer) -> list[dict]:
             tables.append({"program": program_label(program, runs[0][side]), "side": side,
                            "purerl_side": ours_side, "lines": lines})
     return tables
-
-
-def cut(programs: list, total_timesteps: int | None) -> list:
-    """Programs with their budget cut, for a check.
-
-    Args:
-        programs: a row's programs.
-        total_timesteps: the budget, or None to keep theirs.
-
-    Returns:
-        The programs.
-    """
-    if not total_timesteps:
-        return programs
-    return [dict(p, total_timesteps=total_timesteps) for p in programs]
 
 
 def run(name: str, peer_python: str, rows: list, repeats: int, out: Path,

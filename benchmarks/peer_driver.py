@@ -22,10 +22,12 @@ annealed, entropy 0.01, value clipped) with the network that "network" names (ml
 Then, in order: `jax.jit(train).lower(key)` (timed as lowering), `.compile()` (timed as
 compile) and one call of the compiled program up to `jax.block_until_ready` (timed as
 training). Several seeds are vmapped: `jax.vmap(train)` over
-split keys for PureJaxRL, as its README does; `Config(num_seeds=...)` for purerl. JSON with the
-timings and the final returns goes to OUT. With `--trace DIR`, each program then runs once more
-under `jax.profiler.trace` into `DIR/<side>_<i>`, beside its compiled HLO text, for
-`trace_ops.py`.
+split keys for PureJaxRL, as its README does; `Config(num_seeds=...)` for purerl. A program's
+`"plan"` (purerl's side) names fields of `purerl.plan.ExecutionPlan` set over the plain plan's,
+e.g. `{"towers_apart": true}`; `{}` is the plain plan, no "plan" the platform's. JSON with the
+timings and the final returns goes to OUT. With `--profile DIR`, each program then runs once
+more under `jax.profiler.trace` into `DIR/<side>_<i>`, beside its compiled HLO text, and its
+ops' time per kind goes to OUT too (`op_profile.py`).
 
 The purejaxrl side imports `make_train` from the checkout's `purejaxrl/ppo.py`, for gru from
 its `purejaxrl/ppo_rnn.py` (with `DEBUG` off; ppo_rnn.py's `nn` given the flax `GRUCell`
@@ -41,12 +43,12 @@ import importlib
 import json
 import math
 import sys
-import time
 from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from harness import compile_and_run  # this file's folder is first on sys.path
 
 SEED = 0
 # The settings of PureJaxRL's `ppo.py` `__main__`, with its per-update printing callback off.
@@ -76,11 +78,14 @@ PUREJAXRL_NETWORKS = {"mlp": ("ppo", PUREJAXRL_CONFIG, "metrics"),
                       "gru": ("ppo_rnn", PUREJAXRL_RNN_CONFIG, "metric")}
 
 
-def purerl_program(num_envs: int, total_timesteps: int, num_seeds: int, network: str):
+def purerl_program(num_envs: int, total_timesteps: int, num_seeds: int, network: str,
+                   plan: dict | None = None):
     """(train, key, env steps of all seeds, episode sums) for purerl; `episode_sums(output)`
-    gives the per-seed, per-update return sums and episode counts, `[S, U]` each."""
+    gives the per-seed, per-update return sums and episode counts, `[S, U]` each. `plan`:
+    fields of `purerl.plan.ExecutionPlan` over the plain plan's (None: the platform's plan)."""
     import purerl
     from purerl.config import Config, EnvConfig, NetworkConfig
+    from purerl.plan import PLAIN
 
     networks = {"mlp": NetworkConfig(),  # two 64x64 tanh towers
                 "gru": NetworkConfig(rnn="gru", rnn_size=128, hidden_sizes=[128],
@@ -95,7 +100,8 @@ def purerl_program(num_envs: int, total_timesteps: int, num_seeds: int, network:
         return np.asarray(metrics.episode_return_sum), np.asarray(metrics.episode_count)
 
     env_steps = num_seeds * config.num_updates * config.batch_size
-    return purerl.make_train(config), jax.random.key(SEED), env_steps, episode_sums
+    train = purerl.make_train(config, plan=None if plan is None else PLAIN._replace(**plan))
+    return train, jax.random.key(SEED), env_steps, episode_sums
 
 
 def flax_linen_of_2023():
@@ -180,44 +186,10 @@ def purerl_curve(config, metrics) -> tuple[list, list]:
     return [config.batch_size * k for k in range(1, config.num_updates + 1)], returns
 
 
-def compile_and_run(train, key, jit: bool = True,
-                    trace: Path | None = None) -> tuple[dict, object]:
-    """`jax.jit(train).lower(key)`, its `.compile()` and one call of the compiled program up to
-    `jax.block_until_ready`, timed apart.
-
-    Args:
-        train: the whole-run training function of one argument, the key.
-        key: its PRNG key (or keys, for a vmapped `train`), or the program's one argument.
-        jit: lower `jax.jit(train)`; False: `train` is already a program of JAX's with its own
-            `.lower` (Stoix's `jax.pmap`ped learner), lowered as it is.
-        trace: a folder: after the timed call, a second call of the program runs under
-            `jax.profiler.trace` into it, and the compiled program's HLO text goes to its
-            `program.hlo.txt` (`trace_ops.py` reads both).
-
-    Returns:
-        `({"lower_s", "compile_s" (lowering included), "train_s"}, the program's output)`.
-    """
-    start = time.perf_counter()
-    lowered = (jax.jit(train) if jit else train).lower(key)
-    lower_s = time.perf_counter() - start
-    compiled = lowered.compile()
-    compile_s = time.perf_counter() - start
-    start = time.perf_counter()
-    output = jax.block_until_ready(compiled(key))
-    train_s = time.perf_counter() - start
-    if trace is not None:
-        trace.mkdir(parents=True, exist_ok=True)
-        (trace / "program.hlo.txt").write_text(compiled.as_text())
-        with jax.profiler.trace(str(trace)):
-            jax.block_until_ready(compiled(key))
-    return {"lower_s": round(lower_s, 3), "compile_s": round(compile_s, 3),
-            "train_s": round(train_s, 3)}, output
-
-
-def measure(train, key, env_steps: int, episode_sums, trace: Path | None = None) -> dict:
+def measure(train, key, env_steps: int, episode_sums, profile: Path | None = None) -> dict:
     """Lowering, compile (lowering included) and one run of `train(key)`, timed apart (and a
-    traced run into `trace`, `compile_and_run`'s)."""
-    timings, output = compile_and_run(train, key, trace=trace)
+    profiled run into `profile`, `harness.compile_and_run`'s)."""
+    timings, output = compile_and_run(train, key, profile=profile)
     return {
         "env_steps": env_steps,
         **timings,
@@ -246,9 +218,9 @@ def main() -> None:
     parser.add_argument("programs", type=json.loads)
     parser.add_argument("out", type=Path)
     parser.add_argument("--purejaxrl", type=Path, help="the PureJaxRL checkout (its root)")
-    parser.add_argument("--trace", type=Path,
+    parser.add_argument("--profile", type=Path,
                         help="a folder: each program also runs once under jax.profiler, into "
-                             "its subfolder SIDE_<i> (i from 1), with its HLO text")
+                             "its subfolder SIDE_<i> (i from 1), its ops' time per kind in OUT")
     args = parser.parse_args()
     if args.side == "purejaxrl" and args.purejaxrl is None:
         parser.error("the purejaxrl side needs --purejaxrl CHECKOUT")
@@ -257,11 +229,11 @@ def main() -> None:
     results = []
     for i, spec in enumerate(args.programs, 1):
         settings = (spec["num_envs"], spec["total_timesteps"], spec["num_seeds"],
-                 spec.get("network", "mlp"))
-        program = (purerl_program(*settings) if args.side == "purerl"
+                    spec.get("network", "mlp"))
+        program = (purerl_program(*settings, spec.get("plan")) if args.side == "purerl"
                    else purejaxrl_program(args.purejaxrl, *settings))
-        trace = args.trace / f"{args.side}_{i}" if args.trace else None
-        results.append(dict(spec, **measure(*program, trace=trace)))
+        profile = args.profile / f"{args.side}_{i}" if args.profile else None
+        results.append(dict(spec, **measure(*program, profile=profile)))
         print(json.dumps(results[-1]), flush=True)
         # Written after each program, so a run stopped at its time limit keeps what it measured.
         args.out.write_text(json.dumps(results, indent=2) + "\n")

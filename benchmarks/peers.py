@@ -87,6 +87,7 @@ from harness import (
     REPO,
     comparison,
     cpu_devices,
+    cut,
     git_state,
     machine,
     markdown,
@@ -112,6 +113,10 @@ DRIVER_ROWS = {
     "4envs": [program(4, 500_000)],
     "1024envs": [program(1024, 5_000_000)],
     "16384envs": [program(16384, 6_291_456)],
+    # the sizes of an accelerator's run (benchmarks/gpu.sh); --total-timesteps cuts them
+    "4096envs": [program(4096, 50_000_000)],
+    "65536envs": [program(65536, 200_000_000)],
+    "16seeds": [program(512, 10_000_000, num_seeds=16)],
     "8seeds": [program(4, 100_000), program(4, 100_000, num_seeds=8)],
     "8seeds-devices": [program(4, 100_000, num_seeds=8)],
     "gru": [program(4, 500_000, network="gru")],
@@ -125,6 +130,13 @@ PURERL_ROWS = {
     "gru-vs-mlp": {"gru": DRIVER_ROWS["gru"], "mlp": DRIVER_ROWS["4envs"]},
 }
 ROWS = ["process", *DRIVER_ROWS, *PURERL_ROWS]
+ACCELERATOR_ROWS = ("4096envs", "65536envs", "16seeds")  # not run unless --rows names them
+# --plans: purerl's side of each row run on the plain plan, then with each of the plan's
+# switches that lay it out as PureJaxRL's program is, then with all of them.
+PUREJAXRL_LAYOUT = ("permutation_per_epoch", "gather_per_epoch", "value_in_step",
+                    "next_value_in_step", "towers_apart")
+PLAN_VARIANTS = {"plain": {}, **{name: {name: True} for name in PUREJAXRL_LAYOUT},
+                 "purejaxrl_layout": dict.fromkeys(PUREJAXRL_LAYOUT, True)}
 # What each side's program imports before it starts: the CLI's modules (train.py imports the
 # heavy ones inside its functions); ppo.py imports all of its own at its top.
 PURERL_IMPORTS = ("import purerl.train, purerl.envs, purerl.algos.evaluation, "
@@ -163,21 +175,27 @@ def process_turn(checkout: Path, peer_python: str, work: Path) -> dict:
             "purerl_cold": cold, "purejaxrl_wall_s": round(purejaxrl_s, 3), "purerl_warm": warm}
 
 
-def driver_turn(row: str, checkout: Path | None, peer_python: str, work: Path) -> dict:
+def driver_turn(row: str, programs, checkout: Path | None, peer_python: str, work: Path,
+                plans: bool = False, profile: Path | None = None) -> dict:
     """One turn of a driver row: purerl's driver, then PureJaxRL's, each one's list of results
-    of `DRIVER_ROWS[row]`'s programs; or for a row of `PURERL_ROWS`, purerl's driver for each
-    of its sides in turn, with that side's programs."""
+    of the row's `programs`; with `plans`, purerl's driver once per `PLAN_VARIANTS` (sides
+    "purerl:<variant>"); or for a row of `PURERL_ROWS`, purerl's driver for each of its sides
+    in turn, with that side's programs. `profile`: each driver profiles its programs there."""
     if row in PURERL_ROWS:
-        sides = [(side, sys.executable, "purerl", programs)
-                 for side, programs in PURERL_ROWS[row].items()]
+        sides = [(side, sys.executable, "purerl", side_programs)
+                 for side, side_programs in programs.items()]
     else:
-        sides = [("purerl", sys.executable, "purerl", DRIVER_ROWS[row]),
-                 ("purejaxrl", peer_python, "purejaxrl", DRIVER_ROWS[row])]
+        sides = ([(f"purerl:{name}", sys.executable, "purerl",
+                   [dict(p, plan=plan) for p in programs])
+                  for name, plan in PLAN_VARIANTS.items()] if plans
+                 else [("purerl", sys.executable, "purerl", programs)])
+        sides.append(("purejaxrl", peer_python, "purejaxrl", programs))
     turn = {}
-    for side, python, driver_side, programs in sides:
+    for side, python, driver_side, side_programs in sides:
         out = work / f"{side}.json"
-        command = [python, DRIVER, driver_side, json.dumps(programs), out]
+        command = [python, DRIVER, driver_side, json.dumps(side_programs), out]
         command += ["--purejaxrl", checkout] if driver_side == "purejaxrl" else []
+        command += ["--profile", profile / side] if profile else []
         env = subprocess_env()
         if driver_side == "purerl" and row in PURERL_ON_CPU_DEVICES:
             env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={cpu_devices()}"
@@ -213,19 +231,22 @@ def comparisons(rows: dict) -> list[dict]:
             comparison("the same, purerl's CLI with the cache warm", "s",
                        peer_compile, [r["compile_s"] for r in warm], "time", paired=False),
         ]
-    for row, label in (("4envs", "4 envs, 1 seed, 5e5 steps"),
-                       ("1024envs", "1024 envs, 5e6 steps"),
-                       ("16384envs", "16,384 envs, 3 updates (6.3e6 steps)"),
-                       ("gru", "GRU (ppo_rnn.py; purerl network=gru), 4 envs, 5e5 steps")):
+    for row in ("4envs", "1024envs", "16384envs", "gru", *ACCELERATOR_ROWS):
         if row not in rows:
             continue
-        runs = {side: [t[side][0] for t in rows[row]] for side in ("purejaxrl", "purerl")}
-        for what, unit, key, ratio_of in (
-                ("compile of the whole-run program (lowering included)", "s", "compile_s", "time"),
-                ("training", "steps/s", "sps", "steps/s"),
-                ("final return", "return", "final_return", None)):
-            lines.append(comparison(f"{what}, {label}", unit, [r[key] for r in runs["purejaxrl"]],
-                                    [r[key] for r in runs["purerl"]], ratio_of))
+        theirs = [t["purejaxrl"][0] for t in rows[row]]
+        label = program_label(row, theirs[0])
+        for side in sorted(side for side in rows[row][0] if side.startswith("purerl")):
+            ours = [t[side][0] for t in rows[row]]
+            plan = f", plan {side.removeprefix('purerl:')}" if ":" in side else ""
+            for what, unit, key, ratio_of in (
+                    ("compile of the whole-run program (lowering included)", "s", "compile_s",
+                     "time"),
+                    ("training", "steps/s", "sps", "steps/s"),
+                    ("final return", "return", "final_return", None)):
+                lines.append(comparison(f"{what}, {label}{plan}", unit,
+                                        [r[key] for r in theirs], [r[key] for r in ours],
+                                        ratio_of))
     if "8seeds" in rows:
         one_seed, eight_seeds = ({side: [t[side][i] for t in rows["8seeds"]]
                                   for side in ("purejaxrl", "purerl")} for i in (0, 1))
@@ -256,6 +277,14 @@ def comparisons(rows: dict) -> list[dict]:
                 [round(statistics.median(r["train_s"] for r in eight_seeds["purerl"])
                        / statistics.median(one_seed), 2)], None))
     return lines
+
+
+def program_label(row: str, result: dict) -> str:
+    """How a table names a row's program, from a side's result of it."""
+    if row == "gru":
+        return "GRU (ppo_rnn.py; purerl network=gru), 4 envs, 5e5 steps"
+    seeds = f"{result['num_seeds']} seeds vmapped, " if result["num_seeds"] > 1 else ""
+    return f"{seeds}{result['num_envs']:,} envs, {result['env_steps']:.3g} steps"
 
 
 def gru_vs_mlp_comparisons(rows: dict) -> list[dict]:
@@ -290,13 +319,19 @@ def arguments() -> argparse.Namespace:
                             f"{name}'s: {' '.join(peer.rows)}" for name, peer in PEERS.items()))
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--total-timesteps", type=int,
-                        help="cut every program's budget to this, to check a peer's setup "
-                        "(not PureJaxRL's rows)")
+                        help="cut every program's budget to this, to check a peer's setup or "
+                        "size a row to the machine")
+    parser.add_argument("--plans", action="store_true",
+                        help="PureJaxRL's driver rows: purerl on the plain plan, with each "
+                        "switch that lays it out as PureJaxRL's program, and with all of them")
+    parser.add_argument("--profile", type=Path,
+                        help="a folder: every driver row's programs run once more under "
+                        "jax.profiler there, their ops' time per kind in the results")
     parser.add_argument("--out", type=Path,
                         help="default results/peers.json, results/peers_<peer>.json")
     args = parser.parse_args()
     known = ROWS if args.peer == "purejaxrl" else list(PEERS[args.peer].rows)
-    args.rows = args.rows or known
+    args.rows = args.rows or [row for row in known if row not in ACCELERATOR_ROWS]
     if unknown := [row for row in args.rows if row not in known]:
         parser.error(f"{args.peer} has no row {', '.join(unknown)}; its rows: {' '.join(known)}")
     if args.peer_python is not None:  # absolute (not resolved: a venv's python is a link)
@@ -343,7 +378,12 @@ def main() -> None:
                       "python": args.peer_python,
                       "versions": package_versions(args.peer_python, PUREJAXRL_PACKAGES)}
         if with_peer else None,
-        "programs": {**DRIVER_ROWS, **PURERL_ROWS},
+        "programs": {**{row: cut(DRIVER_ROWS[row], args.total_timesteps)
+                        for row in args.rows if row in DRIVER_ROWS},
+                     **{row: {side: cut(programs, args.total_timesteps)
+                              for side, programs in PURERL_ROWS[row].items()}
+                        for row in args.rows if row in PURERL_ROWS}},
+        "plans": PLAN_VARIANTS if args.plans else None,
         "rows": {},
     }
     with tempfile.TemporaryDirectory(prefix="purerl_peers_") as work:
@@ -352,9 +392,11 @@ def main() -> None:
             for turn in range(args.repeats):
                 turn_dir = Path(work) / f"{row}_{turn}"
                 turn_dir.mkdir()
+                profile = args.profile / f"{row}_{turn}" if args.profile else None
                 turns.append(process_turn(checkout, args.peer_python, turn_dir)
                              if row == "process"
-                             else driver_turn(row, checkout, args.peer_python, turn_dir))
+                             else driver_turn(row, result["programs"][row], checkout,
+                                              args.peer_python, turn_dir, args.plans, profile))
                 print(f"{row} {turn + 1}/{args.repeats}: {json.dumps(turns[-1])}", flush=True)
     result["machine"]["load_average_at_end"] = os.getloadavg()
     result["total_s"] = round(time.perf_counter() - start, 1)

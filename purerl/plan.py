@@ -44,7 +44,8 @@ class ExecutionPlan(NamedTuple):
     # minibatches they drew before it
     index_shuffle: bool = False
     # `learner`: each epoch draws its permutation at its start, inside a loop over epochs
-    # (PureJaxRL); False: all epochs' at once, before the steps
+    # (PureJaxRL); False: all epochs' at once, before the steps. The same permutations but
+    # for `jax.random.permutation` of rbg keys, which JAX does not draw alike alone and vmapped
     permutation_per_epoch: bool = False
     # `learner`: each epoch gathers the whole batch in its order once and steps over slices of
     # it (PureJaxRL's `jnp.take` of the batch); False: each step gathers its minibatch (or all

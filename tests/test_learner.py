@@ -1,5 +1,7 @@
 """The learner alone: one update's epochs x minibatches on a batch made by hand."""
 
+import copy
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -12,6 +14,7 @@ from purerl.core.schedules import hyperparams_from_config
 from purerl.envs import make_env
 from purerl.nets.agent import make_agent
 from purerl.nets.layers import init_params
+from purerl.plan import PLAIN
 
 BATCH = 64
 
@@ -91,12 +94,20 @@ def test_gathering_per_step_equals_gathering_ahead(setup):
 @pytest.mark.parametrize("layout", [{"permutation_per_epoch": True},
                                     {"gather_per_epoch": True},
                                     {"permutation_per_epoch": True, "gather_per_epoch": True}])
-def test_epoch_by_epoch_takes_the_steps_of_all_epochs_at_once(setup, layout):
+@pytest.mark.parametrize("shuffle", ["packed sort", "threefry keys"])
+def test_epoch_by_epoch_takes_the_steps_of_all_epochs_at_once(setup, layout, shuffle):
     """PureJaxRL's layout of an update (each epoch draws its permutation at its start, or
     gathers the whole batch in its order and steps over slices of it) takes the steps that
-    the plain layout takes, on the same minibatches: the same update, bit for bit."""
+    the plain layout takes, on the same minibatches: the same update, bit for bit, whether the
+    permutations are packed sorts (the CPU plan's) or `jax.random.permutation` of a threefry
+    key per epoch (the plain plan's; rbg keys are not vmap-invariant in JAX, so with them an
+    epoch's permutation drawn alone is another, equally random, than drawn with the rest)."""
     config, agent, params, batch = setup
     plain = agent._replace(plan=agent.plan._replace(gather_ahead_bytes=0))
+    if shuffle == "threefry keys":
+        config = copy.deepcopy(config)
+        config.prng_impl = "threefry2x32"
+        plain = agent._replace(plan=PLAIN)
     expected = _learn(config, plain, params, batch, epochs=2, minibatches=4)
     learned = _learn(config, plain._replace(plan=plain.plan._replace(**layout)), params, batch,
                      epochs=2, minibatches=4)
