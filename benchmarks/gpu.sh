@@ -22,18 +22,19 @@
 # flax, optax and chex after it. PureJaxRL runs lean, as peers.py's lean rows do: `DEBUG: False`
 # and its wrappers.py's brax and navix imports left out (the CartPole program does not use
 # them).
-# `run` measures, each stage in its own processes under a time limit:
-#  1. the whole-run training program of both sides, taking turns (peer_driver.py: compile and
-#     training timed apart), at 4096 and 65536 envs and 16 vmapped seeds of 512 envs;
-#  2. rejax lean and purerl on rejax's Breakout-MinAtar setting (peer_rejax.py: 32 envs x 32
+# `run` measures, each stage in its own processes under a time limit, in this order:
+#  1. plans: `peers.py --plans` at 65536 envs: purerl's program on the plain plan, with each
+#     switch that lays it out as PureJaxRL's program (purerl.plan), and with all of them,
+#     against PureJaxRL's;
+#  2. profile: `peers.py --profile` at 65536 envs for 3 updates: both sides' program run once
+#     more under jax.profiler, their ops' time summed per kind (op_profile.py);
+#  3. peers: both sides' whole-run program, taking turns (compile and training timed apart),
+#     at 4096 and 65536 envs and 16 vmapped seeds of 512 envs;
+#  4. rejax lean and purerl on rejax's Breakout-MinAtar setting (peer_rejax.py: 32 envs x 32
 #     steps per seed) at 8 and 64 vmapped seeds, taking turns; rejax (pure Python) runs on the
 #     peer wheels' gymnax 0.0.9 and distrax, with purerl's pinned flax, optax and chex;
-#  3. Brax's PPO lean and purerl on Brax's inverted_pendulum setting scaled to 4096 and 65536
+#  5. Brax's PPO lean and purerl on Brax's inverted_pendulum setting scaled to 4096 and 65536
 #     envs and on hopper at 4096 envs (peer_brax.py), taking turns;
-#  4. plans.py: purerl's 65536-env program with the plain plan and with the plain plan's
-#     shuffles by the Feistel network instead of sorts (`index_shuffle`);
-#  5. a profile: both sides' program of stage 1 at 65536 envs for 3 updates, each run once
-#     under jax.profiler (peer_driver.py --trace), its ops' time summed by trace_ops.py;
 #  6. throughput.py: purerl's training against its raw env loop at 4096 and 65536 envs;
 #  7. memory.py: XLA's accounting of a Breakout-MinAtar update at 4096 and 16384 envs.
 # The stages' limits add up to more than one device call's 600 s: STAGES picks some.
@@ -116,24 +117,6 @@ archive() {
     || { echo "gpu.sh: packing $dest failed" >&2; rm -f "$tmp"; }
 }
 
-peer_turns() {
-  local programs=$1 turns=$2
-  for turn in $(seq "$turns"); do
-    python3 benchmarks/peer_driver.py purerl "$programs" "$out/purerl_$turn.json"
-    PYTHONPATH="/tmp/peer-site:/tmp/site" python3 benchmarks/peer_driver.py purejaxrl "$programs" \
-      "$out/purejaxrl_$turn.json" --purejaxrl .peer
-  done
-}
-
-# profile PROGRAMS: both sides' programs, each run once more under jax.profiler; their ops' time.
-profile() {
-  python3 benchmarks/peer_driver.py purerl "$1" "$out/profile_purerl.json" --trace "$out/trace"
-  PYTHONPATH="/tmp/peer-site:/tmp/site" python3 benchmarks/peer_driver.py purejaxrl "$1" \
-    "$out/profile_purejaxrl.json" --purejaxrl .peer --trace "$out/trace"
-  python3 benchmarks/trace_ops.py "$out"/trace/purerl_* "$out"/trace/purejaxrl_* \
-    --out "$out/trace_ops.json"
-}
-
 # driver_turns PEER SIDE PATH TURNS PROGRAM...: purerl and the peer's SIDE on each program of
 # benchmarks/peer_PEER.py, taking turns; the peer's side with PATH as its PYTHONPATH.
 driver_turns() {
@@ -150,7 +133,7 @@ driver_turns() {
   done
 }
 
-ALL_STAGES="peers rejax brax plans profile throughput memory"
+ALL_STAGES="plans profile peers rejax brax throughput memory"
 
 # pick_stages: the stages STAGES names (default: all) into `stages`, each checked, before
 # anything runs.
@@ -184,20 +167,23 @@ run() {
   python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/peer-site \
     .peer-whl/*.whl
   export PYTHONPATH="$PWD:/tmp/site" PYTHONUNBUFFERED=1
+  # PureJaxRL's side through peers.py: its Python with the peer wheels first on its path
+  printf '#!/bin/sh\nPYTHONPATH=/tmp/peer-site:/tmp/site exec python3 "$@"\n' > /tmp/peer-python
+  chmod +x /tmp/peer-python
+  local peers=(python3 benchmarks/peers.py --purejaxrl .peer --peer-python /tmp/peer-python)
   if [ "${SIZES:-gpu}" = tiny ]; then
-    local programs='[{"num_envs": 64, "total_timesteps": 200000, "num_seeds": 1},
-                     {"num_envs": 16, "total_timesteps": 50000, "num_seeds": 4}]'
+    local rows=(4envs 8seeds) profiled=(--rows 4envs --total-timesteps 20000)
+    local plans=(--rows 1024envs --total-timesteps 500000)
     local rejax_programs=('{"setting": "breakout", "num_seeds": 2, "total_timesteps": 20000}')
     local brax_programs=(
       '{"setting": "inverted_pendulum", "num_envs": 64, "batch_size": 64, "total_timesteps": 20480}'
       '{"setting": "hopper", "num_envs": 32, "batch_size": 32, "total_timesteps": 10240}')
-    local profiled='[{"num_envs": 256, "total_timesteps": 98304, "num_seeds": 1}]'
-    local envs=(64 256) timesteps=500_000 memory_envs=(64) turns=1 plans_envs=256
+    local envs=(64 256) timesteps=500_000 memory_envs=(64) turns=1
   else
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$out/gpu.csv"
-    local programs='[{"num_envs": 4096, "total_timesteps": 50000000, "num_seeds": 1},
-                     {"num_envs": 65536, "total_timesteps": 200000000, "num_seeds": 1},
-                     {"num_envs": 512, "total_timesteps": 10000000, "num_seeds": 16}]'
+    local rows=(4096envs 65536envs 16seeds)
+    local profiled=(--rows 65536envs --total-timesteps 25165824)  # 3 updates
+    local plans=(--rows 65536envs --total-timesteps 50331648)  # 6 updates
     local rejax_programs=('{"setting": "breakout", "num_seeds": 8}'
                           '{"setting": "breakout", "num_seeds": 64}')
     local brax_programs=(
@@ -205,9 +191,7 @@ run() {
       '{"setting": "inverted_pendulum", "num_envs": 65536, "batch_size": 2048,
         "total_timesteps": 20000000}'
       '{"setting": "hopper", "num_envs": 4096, "batch_size": 2048, "total_timesteps": 20000000}')
-    local profiled='[{"num_envs": 65536, "total_timesteps": 25165824, "num_seeds": 1}]'
     local envs=(4096 65536) timesteps=50_000_000 memory_envs=(4096 16384) turns=2
-    local plans_envs=65536
   fi
   python3 -c "import jax, flax, gymnax; print('jax', jax.__version__, jax.devices(), 'flax',
               flax.__version__)" | tee "$out/versions.txt"
@@ -215,16 +199,16 @@ run() {
 print('peers:', *(f'{name} {version(name)}' for name in
                   ('jax', 'flax', 'optax', 'chex', 'gymnax', 'distrax', 'rejax')))" \
     || echo "peers: their versions could not be read"; } | tee -a "$out/versions.txt"
-  export -f peer_turns driver_turns profile
+  export -f driver_turns
   export out
-  stage peers 300 bash -c 'peer_turns "$0" "$1"' "$programs" "$turns"
+  stage plans 150 "${peers[@]}" "${plans[@]}" --plans --repeats 1 --out "$out/plans.json"
+  stage profile 120 "${peers[@]}" "${profiled[@]}" --repeats 1 --profile "$out/trace" \
+    --out "$out/profile.json"
+  stage peers 300 "${peers[@]}" --rows "${rows[@]}" --repeats "$turns" --out "$out/peers.json"
   stage rejax 180 bash -c 'driver_turns rejax rejax-lean /tmp/peer-site:/tmp/site 1 "$@"' \
     rejax "${rejax_programs[@]}"
   stage brax 240 bash -c 'driver_turns brax brax-lean "$PYTHONPATH" 1 "$@"' \
     brax "${brax_programs[@]}"
-  stage plans 90 python3 benchmarks/plans.py --num-envs "$plans_envs" --timesteps "$timesteps" \
-    --variants plain index_shuffle --out "$out/plans_shuffle.json"
-  stage profile 120 bash -c 'profile "$0"' "$profiled"
   stage throughput 120 python3 benchmarks/throughput.py --num-envs "${envs[@]}" \
     --timesteps "$timesteps" --repeats 2 --out "$out/throughput.json"
   stage memory 60 python3 benchmarks/memory.py --num-envs "${memory_envs[@]}" \

@@ -180,7 +180,7 @@ def settings_of(spec: dict) -> dict:
             there, replaces its `num_timesteps` and cuts its `num_evals` to at most one evaluation
             per update (as a check's few updates would otherwise each be a stretch of their
             own: Brax trains at least one update per stretch); `"num_epochs"`, if there,
-            replaces `num_updates_per_batch` (`peer_phases.py`); `"num_envs"` and
+            replaces `num_updates_per_batch`; `"num_envs"` and
             `"batch_size"`, if there, replace the setting's (`gpu.sh`'s larger rows).
 
     Returns:

@@ -122,7 +122,7 @@ def settings_of(spec: dict) -> dict:
     Args:
         spec: the program: `"setting"` names REJAX_SETTINGS' entry; `"total_timesteps"`, if
             there, cuts its budget (and `eval_freq` to at most that); `"num_epochs"`, if there,
-            replaces its epochs (`peer_phases.py`).
+            replaces its epochs.
 
     Returns:
         A copy of the settings, as `PPO.create` takes them.

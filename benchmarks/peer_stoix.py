@@ -150,8 +150,7 @@ def settings_of(spec: dict) -> dict:
     Args:
         spec: the program: `"setting"` names STOIX_SETTINGS' entry; `"total_timesteps"`, if
             there, cuts its budget, to at least one update, with at most as many evaluations
-            as updates (Stoix asserts that); `"num_epochs"`, if there, replaces `epochs`
-            (`peer_phases.py`).
+            as updates (Stoix asserts that); `"num_epochs"`, if there, replaces `epochs`.
 
     Returns:
         A copy of the settings.

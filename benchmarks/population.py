@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 import jax
-from throughput import timed
+from harness import timed
 
 from purerl.config import Config, EnvConfig, SweepConfig
 from purerl.parallel.program import make_train

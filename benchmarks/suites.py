@@ -25,9 +25,9 @@ from pathlib import Path
 
 import jax
 import jax.numpy as jnp
+from harness import timed
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
-from throughput import timed
 
 from purerl.cli.preflight import config_dir
 from purerl.config import SUITES

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import jax
 import numpy as np
+from harness import timed  # this file's folder is first on sys.path
 from jax.experimental.compilation_cache import compilation_cache
 
 from purerl.config import Config, EnvConfig
@@ -82,20 +83,6 @@ def raw_env_program(env, env_params, num_envs: int, num_steps: int, num_rollouts
         return rewards.sum()
 
     return run
-
-
-def timed(programs: dict, key, repeats: int) -> tuple[dict, dict]:
-    """(best wall time, last output) of each already-compiled program, called in turn
-    `repeats` times (interleaved, so that a slow spell of this shared machine hits all of them
-    alike instead of one)."""
-    best = {name: float("inf") for name in programs}
-    outputs = {}
-    for i in range(repeats):
-        for name, compiled in programs.items():
-            start = time.perf_counter()
-            outputs[name] = jax.block_until_ready(compiled(jax.random.fold_in(key, i)))
-            best[name] = min(best[name], time.perf_counter() - start)
-    return best, outputs
 
 
 def measure(env_name: str, num_envs: int, timesteps: int, min_updates: int, repeats: int,

@@ -136,3 +136,37 @@ def test_a_pages_python_blocks_run(blocks, tiny_budgets):
     namespace = {"__name__": "__docs__"}
     for block in blocks:
         exec(compile(block, "<docs>", "exec"), namespace)
+
+
+BENCHMARK_COMMAND = re.compile(r"python3? benchmarks/(\w+\.py)([^\n#]*)")
+
+
+def test_the_benchmark_tables_are_rendered_from_the_results():
+    """Every table between `<!-- table: NAME -->` markers in the README and docs/ is what
+    `benchmarks/tables.py` renders from `benchmarks/results/` now: a changed result or a table
+    edited by hand fails here (`python benchmarks/tables.py` renders them again)."""
+    import sys
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import tables
+
+    marked = [m.group(2) for page in tables.PAGES for m in tables.MARKED.finditer(page.read_text())]
+    assert "summary" in marked and len(marked) >= 15
+    assert tables.stale() == []
+
+
+def test_a_documented_benchmark_command_names_a_script_and_its_flags():
+    """Each `python benchmarks/<script>.py` in a shell block of the README, the docs or
+    benchmarks/README.md names a script there, and each `--flag` it passes is one the script
+    (or the harness it imports) declares."""
+    found = 0
+    for page in [*PAGES, REPO / "benchmarks" / "README.md"]:
+        for block in SHELL_BLOCK.finditer(page.read_text()):
+            for script, rest in BENCHMARK_COMMAND.findall(re.sub(r"\\\n", " ", block.group(1))):
+                source = REPO / "benchmarks" / script
+                assert source.is_file(), f"{page.name}: benchmarks/{script} does not exist"
+                text = source.read_text()
+                for flag in re.findall(r"(?<!\S)(--[\w-]+)", rest):
+                    assert f'"{flag}"' in text, f"{page.name}: {script} has no {flag}"
+                found += 1
+    assert found >= 20

@@ -156,7 +156,7 @@ def test_stoix_overrides_name_only_what_differs_from_its_defaults():
     assert "arch.total_num_envs=4" in small and "system.num_minibatches=4" in small
     assert "system.actor_lr=0.00025" in small and "system.critic_lr=0.00025" in small
     assert not any(o.startswith("system.epochs") for o in small)  # 4 is Stoix's default
-    # peer_phases' epochs reach both sides
+    # a program's epochs reach both sides
     two = {"setting": "cartpole", "num_epochs": 2}
     assert peer_stoix.overrides(peer_stoix.settings_of(two)) == ["system.epochs=2"]
     assert peer_stoix.purerl_config(two).ppo.num_epochs == 2
@@ -312,24 +312,6 @@ def test_a_run_past_its_peers_limit_counts_as_hung(tmp_path):
                            hung_after_s=30) < 30
 
 
-def test_peer_steps_splits_an_update_into_epochs_and_the_rest():
-    import peer_steps
-
-    # 2 epochs: 1,600 us, 5 epochs: 3,100 us -> 500 us an epoch, 600 us besides
-    side = {"step_us": 100.0, "update_us": {"2": 1600.0, "5": 3100.0}}
-    assert peer_steps.derived(side) == {"epoch_us": 500.0, "rollout_us": 600.0}
-    assert peer_steps.derived({"step_us": 100.0}) == {}  # no update timed (Brax)
-    turns = [{"purerl": {"step_us": s, "update_us": {"2": u2, "5": u5}}}
-             for s, u2, u5 in ((90.0, 1600.0, 3100.0), (110.0, 1500.0, 3300.0),
-                               (100.0, 1700.0, 3000.0))]
-    medians = peer_steps.median_side(turns, "purerl")
-    assert medians["step_us"] == 100.0
-    assert medians["update_us"] == {"2": 1600.0, "5": 3100.0}
-    # the median of each turn's split, not the split of the medians
-    assert medians["epoch_us"] == 500.0  # of 500, 600, 433.3
-    assert medians["rollout_us"] == 600.0  # of 600, 300, 833.3
-
-
 def test_purerl_runs_several_seeds_on_the_devices_its_command_line_makes(monkeypatch, tmp_path):
     import other_peers
 
@@ -386,8 +368,8 @@ def test_every_side_of_every_peer_has_a_heading():
         assert set(peer.sides) | set(peer.purerl_sides) <= set(harness.HEADINGS)
 
 
-def test_trace_ops_tells_an_op_by_what_it_holds():
-    import trace_ops
+def test_the_profile_tells_an_op_by_what_it_holds():
+    import op_profile
 
     hlo = """HloModule jit_train, entry_computation_layout={(f32[8,4]{1,0})->f32[8,2]{1,0}}
 
@@ -421,12 +403,12 @@ ENTRY %main.9 (Arg_0.1: f32[8,4]) -> f32[8,2] {
   ROOT %copy.6 = f32[8,2]{1,0} copy(%fusion.2)
 }
 """
-    instructions, computations = trace_ops.parse_hlo(hlo)
+    instructions, computations = op_profile.parse_hlo(hlo)
     assert computations["fused_add"] == ["param_0.1", "add.2"]
     assert computations["body"] == ["arg", "x", "sort.3", "t"]
     assert instructions["while.5"][:2] == ("while", ["cond", "body"])
     assert instructions["cond.8"][1] == ["fused_add", "body"]
-    kinds = {op: trace_ops.kind_of(op, instructions, computations)
+    kinds = {op: op_profile.kind_of(op, instructions, computations)
              for op in ("fusion.1", "fusion.2", "gemm.4", "while.5", "copy.6", "%sort.3", "x.9",
                         "conv.7")}
     assert kinds == {"fusion.1": "matmul", "fusion.2": "elementwise", "gemm.4": "matmul",
@@ -434,21 +416,21 @@ ENTRY %main.9 (Arg_0.1: f32[8,4]) -> f32[8,2] {
                      "x.9": "not in the HLO", "conv.7": "matmul"}
 
 
-def test_trace_ops_reads_a_traced_programs_matmuls(tmp_path):
+def test_the_profile_reads_a_traced_programs_matmuls(tmp_path):
+    import harness
     import jax
     import jax.numpy as jnp
-    import peer_driver
-    import trace_ops
+    import op_profile
 
     def train(key):
         x = jax.random.normal(key, (256, 256))
         return jax.lax.fori_loop(0, 8, lambda _, y: jnp.tanh(y @ x), x)
 
-    peer_driver.compile_and_run(train, jax.random.key(0), trace=tmp_path)
-    summary = trace_ops.summarize(tmp_path, top=50)
+    timings, _ = harness.compile_and_run(train, jax.random.key(0), profile=tmp_path)
+    summary = timings["profile"]
     matmuls = [op for op in summary["top"] if op["kind"] == "matmul"]
     assert [op["events"] for op in matmuls] == [8] and summary["kinds_ms"]["matmul"] > 0
     # The loop's event encloses the 8 matmuls' on XLA:CPU's threads: it is left out.
-    instructions, _ = trace_ops.parse_hlo((tmp_path / "program.hlo.txt").read_text())
+    instructions, _ = op_profile.parse_hlo((tmp_path / "program.hlo.txt").read_text())
     loops = {name for name, (opcode, _, _) in instructions.items() if opcode == "while"}
     assert loops and not loops & {op["op"] for op in summary["top"]}

@@ -224,7 +224,7 @@ def feistel_permutation(round_keys: jax.Array, size: int) -> jax.Array:
     `[0, 2^k)` restricted to `[0, size)`; the whole array passes again until its last index
     lands, about `k` times just above a power of 2, never at one. Where a sort costs
     `O(size log size)` comparator calls, this is a few dozen integer ops per index and pass
-    (`benchmarks/shuffles.py`).
+    (timed against the sorts at commit 62d759d).
 
     Args:
         round_keys: uint32 `[SHUFFLE_ROUNDS]`.
