@@ -130,6 +130,44 @@ def compile_and_run(train, key, jit: bool = True,
     return timings, outputs["train"]
 
 
+def start_jax(compile_cache: str | None = None) -> None:
+    """Turns JAX's persistent compilation cache off, so that every compile is cold (or, on a
+    purerl side, points it at `compile_cache` as purerl's command line sets its cache up), and
+    pays JAX's one-time start-up (backend, jit machinery) here rather than in the first
+    compile."""
+    import jax
+    import jax.numpy as jnp
+
+    if compile_cache is None:
+        jax.config.update("jax_enable_compilation_cache", False)
+    else:
+        from purerl.parallel.runtime import use_compile_cache
+
+        use_compile_cache(compile_cache)
+    jax.block_until_ready(jax.jit(lambda x: x + 1)(jnp.zeros(())))
+
+
+def purerl_curve(config, metrics) -> tuple[list, list]:
+    """A purerl run's training curve, as the other peers' drivers read it.
+
+    Args:
+        config: the run's `Config`.
+        metrics: its `Metrics`, leaves `[S, num_updates]`.
+
+    Returns:
+        `([U] env steps of one seed after each update, [U] mean return of the episodes that
+        ended in the update over all seeds, NaN where none did)`.
+    """
+    import numpy as np
+
+    sums = np.asarray(metrics.episode_return_sum, dtype=np.float64).reshape(
+        -1, config.num_updates).sum(axis=0)
+    counts = np.asarray(metrics.episode_count).reshape(-1, config.num_updates).sum(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        returns = (sums / counts).tolist()
+    return [config.batch_size * k for k in range(1, config.num_updates + 1)], returns
+
+
 def cpu_devices(num_seeds: int = 8) -> int:
     """The CPU devices the command line splits `num_seeds` seeds over here (`cpu_devices=0`)."""
     from purerl.config import auto_cpu_devices

@@ -130,7 +130,7 @@ STARTED = time.time()  # before the imports, which a user waits for too
 
 import jax  # noqa: E402
 import peer_curves as curves  # noqa: E402  (this file's folder is first on sys.path)
-from peer_driver import compile_and_run, purerl_curve, start_jax  # noqa: E402
+from harness import compile_and_run, purerl_curve, start_jax  # noqa: E402
 
 SEED = 0
 # The PPO setting that google/brax notebooks/training.ipynb's inverted_pendulum,

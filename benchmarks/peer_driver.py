@@ -48,7 +48,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
-from harness import compile_and_run  # this file's folder is first on sys.path
+from harness import compile_and_run, start_jax  # this file's folder is first on sys.path
 
 SEED = 0
 # The settings of PureJaxRL's `ppo.py` `__main__`, with its per-update printing callback off.
@@ -167,25 +167,6 @@ def final_return(return_sums: np.ndarray, counts: np.ndarray) -> float | None:
     return round(float(return_sums[:, -window:].sum() / count), 1) if count else None
 
 
-def purerl_curve(config, metrics) -> tuple[list, list]:
-    """A purerl run's training curve, as the other peers' drivers read it.
-
-    Args:
-        config: the run's `Config`.
-        metrics: its `Metrics`, leaves `[S, num_updates]`.
-
-    Returns:
-        `([U] env steps of one seed after each update, [U] mean return of the episodes that
-        ended in the update over all seeds, NaN where none did)`.
-    """
-    sums = np.asarray(metrics.episode_return_sum, dtype=np.float64).reshape(
-        -1, config.num_updates).sum(axis=0)
-    counts = np.asarray(metrics.episode_count).reshape(-1, config.num_updates).sum(axis=0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        returns = (sums / counts).tolist()
-    return [config.batch_size * k for k in range(1, config.num_updates + 1)], returns
-
-
 def measure(train, key, env_steps: int, episode_sums, profile: Path | None = None) -> dict:
     """Lowering, compile (lowering included) and one run of `train(key)`, timed apart (and a
     profiled run into `profile`, `harness.compile_and_run`'s)."""
@@ -196,20 +177,6 @@ def measure(train, key, env_steps: int, episode_sums, profile: Path | None = Non
         "sps": round(env_steps / timings["train_s"]),
         "final_return": final_return(*episode_sums(output)),
     }
-
-
-def start_jax(compile_cache: str | None = None) -> None:
-    """Turns JAX's persistent compilation cache off, so that every compile is cold (or, on a
-    purerl side, points it at `compile_cache` as purerl's command line sets its cache up), and
-    pays JAX's one-time start-up (backend, jit machinery) here rather than in the first
-    compile."""
-    if compile_cache is None:
-        jax.config.update("jax_enable_compilation_cache", False)
-    else:
-        from purerl.parallel.runtime import use_compile_cache
-
-        use_compile_cache(compile_cache)
-    jax.block_until_ready(jax.jit(lambda x: x + 1)(jnp.zeros(())))
 
 
 def main() -> None:

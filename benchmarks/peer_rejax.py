@@ -69,7 +69,7 @@ import os  # noqa: E402
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 import peer_curves as curves  # noqa: E402  (this file's folder is first on sys.path)
-from peer_driver import compile_and_run, purerl_curve, start_jax  # noqa: E402
+from harness import compile_and_run, purerl_curve, start_jax  # noqa: E402
 
 SEED = 0
 # rejax's PPO settings (keraJLi/rejax configs/gymnax/cartpole.yaml, benchmark/breakout_1m.yaml).

@@ -241,7 +241,7 @@ def run_purerl(spec: dict, launched: float) -> dict:
         As `run_sb3`, with the compile timed apart (`lower_s`, `compile_s`).
     """
     import jax
-    from peer_driver import compile_and_run, purerl_curve
+    from harness import compile_and_run, purerl_curve
 
     import purerl
 
@@ -267,7 +267,7 @@ def measure(spec: dict, side: str, launched: float) -> dict:
         The result, JSON-ready (`peer_curves.side_result`).
     """
     if side == "purerl":
-        from peer_driver import start_jax
+        from harness import start_jax
 
         start_jax()
     startup_s = curves.seconds_since(launched)

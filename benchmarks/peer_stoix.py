@@ -102,7 +102,7 @@ from pathlib import Path  # noqa: E402
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 import peer_curves as curves  # noqa: E402  (this file's folder is first on sys.path)
-from peer_driver import compile_and_run, purerl_curve, start_jax  # noqa: E402
+from harness import compile_and_run, purerl_curve, start_jax  # noqa: E402
 
 SEED = 0  # purerl's; Stoix keeps its default `arch.seed`, 42
 ENV = "CartPole-v1"
