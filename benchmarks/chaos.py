@@ -12,8 +12,7 @@ disk filling up; exit 1). Between faults the run goes on with `resume=auto`, and
 all done it runs to its end. The report: the faults and exit codes, the updates run again, the
 wall time of the faulted run against the uninterrupted one, and whether metrics.jsonl, the
 params and the optimizer state are bit-identical. The checkpoint cost at the default interval
-is the uninterrupted run's `checkpoint_s` against its `train_s`.
-"""
+is the uninterrupted run's `checkpoint_s` against its `train_s`."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """The benchmark figures, drawn from `benchmarks/results/*.json` by `tables.py --figures`:
 training steps/s against num_envs for purerl and PureJaxRL (CPU and GPU) with each other peer
 at its home setting, and the time to a return of each peer setting against purerl's. Scaling
-over devices and processes is `scaling.py`'s figure.
-"""
+over devices and processes is `scaling.py`'s figure."""
 
 from __future__ import annotations
 

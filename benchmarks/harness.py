@@ -1,8 +1,7 @@
 """The harness the benchmarks share: where they live, how a side's command is run and timed,
 what a result records of the machine, the packages and the checkout, and how two sides'
 numbers become a table's line (each side's median and range over the turns, and their ratio).
-`peers.py` and `other_peers.py` run the turns; this module runs no peer and imports no side.
-"""
+`peers.py` and `other_peers.py` run the turns; this module runs no peer and imports no side."""
 
 from __future__ import annotations
 
@@ -32,8 +31,7 @@ def version(name):
         return importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:
         return None
-print(json.dumps({"python": platform.python_version(), **{n: version(n) for n in sys.argv[1:]}}))
-"""
+print(json.dumps({"python": platform.python_version(), **{n: version(n) for n in sys.argv[1:]}}))"""
 
 
 def subprocess_env() -> dict:
@@ -76,16 +74,7 @@ def timed_run(command: list, cwd: Path, log: Path, env: dict | None = None,
 def timed(programs: dict, key, repeats: int = 1) -> tuple[dict, dict]:
     """The benchmarks' one timer of compiled programs: each called `repeats` times, taking
     turns (a slow spell of this shared machine then hits all of them alike), each call up to
-    `jax.block_until_ready`; the first call with `key`, the others with `fold_in(key, i)`.
-
-    Args:
-        programs: `{name: compiled program of one key}`.
-        key: the PRNG key (a batch of keys for a vmapped program, with `repeats` 1).
-        repeats: the calls of each.
-
-    Returns:
-        `({name: the fastest call's seconds}, {name: the last call's output})`.
-    """
+    `jax.block_until_ready`; the first call with `key`, the others with `fold_in(key, i)`."""
     import jax
 
     best, outputs = {name: float("inf") for name in programs}, {}
@@ -100,19 +89,7 @@ def timed(programs: dict, key, repeats: int = 1) -> tuple[dict, dict]:
 
 def compile_and_run(train, key, jit: bool = True,
                     profile: Path | None = None) -> tuple[dict, object]:
-    """`jax.jit(train).lower(key)`, its `.compile()` and one call (`timed`), timed apart.
-
-    Args:
-        train: the whole-run training function of one argument, the key.
-        key: its PRNG key (or keys, for a vmapped `train`).
-        jit: lower `jax.jit(train)`; False: `train` is already a program of JAX's with its own
-            `.lower` (Stoix's `jax.pmap`ped learner).
-        profile: a folder: the program then runs once more under `jax.profiler`, its ops'
-            time per kind (`op_profile.profiled`) under the timings' "profile".
-
-    Returns:
-        `({"lower_s", "compile_s" (lowering included), "train_s"[, "profile"]}, the output)`.
-    """
+    """`jax.jit(train).lower(key)`, its `.compile()` and one call (`timed`), timed apart."""
     import jax
 
     start = time.perf_counter()
@@ -148,16 +125,7 @@ def start_jax(compile_cache: str | None = None) -> None:
 
 
 def purerl_curve(config, metrics) -> tuple[list, list]:
-    """A purerl run's training curve, as the other peers' drivers read it.
-
-    Args:
-        config: the run's `Config`.
-        metrics: its `Metrics`, leaves `[S, num_updates]`.
-
-    Returns:
-        `([U] env steps of one seed after each update, [U] mean return of the episodes that
-        ended in the update over all seeds, NaN where none did)`.
-    """
+    """A purerl run's training curve, as the other peers' drivers read it."""
     import numpy as np
 
     sums = np.asarray(metrics.episode_return_sum, dtype=np.float64).reshape(
@@ -176,15 +144,7 @@ def cpu_devices(num_seeds: int = 8) -> int:
 
 
 def cut(programs: list, total_timesteps: int | None) -> list:
-    """Programs with their budget cut, for a check.
-
-    Args:
-        programs: a row's programs.
-        total_timesteps: the budget, or None to keep theirs.
-
-    Returns:
-        The programs.
-    """
+    """Programs with their budget cut, for a check."""
     if not total_timesteps:
         return programs
     return [dict(p, total_timesteps=total_timesteps) for p in programs]

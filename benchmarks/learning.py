@@ -14,8 +14,7 @@ curve is plotted to `benchmarks/results/learning/<preset>.png`, all curves at ha
 
 `--memory` runs each of `MEMORY_PRESETS` twice, with `network=mlp` and with `network=gru` (the
 preset's other settings kept, 2 seeds vmapped, `num_seeds=2`), into
-`benchmarks/results/recurrent.json`, and prints both side by side.
-"""
+`benchmarks/results/recurrent.json`, and prints both side by side."""
 
 from __future__ import annotations
 

@@ -13,8 +13,7 @@ Two variants per size: as purerl builds it (above the CPU plan's `resets_ahead` 
 their auto-resets inside each step; above its `gather_ahead_bytes` each minibatch step gathers
 its own samples; `purerl.plan`), and with both CPU tricks forced on (a `[T x B]` batch of drawn
 reset states, and every epoch's minibatches gathered before the steps), which is what they
-would cost at that size.
-"""
+would cost at that size."""
 
 from __future__ import annotations
 

@@ -1,24 +1,10 @@
-"""The peers beyond PureJaxRL, for `peers.py --peer NAME`: each run from an install the user
-points to (`--peer-python`, a venv's Python), purerl taking turns with it, a table per peer.
-
-    python benchmarks/peers.py --peer rejax --peer-python ../rejax-venv/bin/python
-    python benchmarks/peers.py --peer stoix --peer-python ../stoix-venv/bin/python
-    python benchmarks/peers.py --peer sb3 --peer-python ../sb3-venv/bin/python
-    python benchmarks/peers.py --peer sbx --peer-python ../sb3-venv/bin/python
-    python benchmarks/peers.py --peer brax --peer-python ../brax-venv/bin/python
-
-Each peer's driver (`peer_rejax.py`, `peer_stoix.py`, `peer_sb3.py`, `peer_brax.py`) runs one
-program per process, under the peer's Python for its sides and under this Python for purerl's (Brax:
-under the peer's Python too, whose venv holds `purerl[brax]`, with this repository first on
-PYTHONPATH); a turn runs every program of a row once per side, purerl first. From each run: the
-whole process's wall time (timed here, from start to exit), its start-up, compile (where there is
-one) and training time, training steps/s (compile excluded), the final return, time to the env's
-return threshold from the process's start, and the process's peak resident memory. purerl's
-side of a program of several seeds runs on the CPU devices its command line makes for them
-(`cpu_devices=0`: forced devices, the seeds split over the cores); the peer's side as it runs
-them. Writes `results/peers_<peer>.json` and prints a table per row of medians, with purerl /
-peer ratios.
-"""
+"""The peers beyond PureJaxRL, for `peers.py --peer NAME`: each runs from a venv the user points
+to (`--peer-python`), taking turns with purerl, one program per process: its driver
+(`peer_<name>.py`) under the peer's Python, purerl's sides under this one (or the peer's, where
+its venv holds purerl: Brax). From each run: the whole process's wall time, its start-up,
+compile and training time, steps/s, final return, time to the env's return from the process's
+start, and peak memory (`peer_curves.py`). Writes `results/peers_<peer>.json` and prints a
+table per program of medians with purerl / peer ratios."""
 
 from __future__ import annotations
 
@@ -50,13 +36,11 @@ from peer_curves import LAUNCHED_AT, WARM_CACHE
 
 
 class Peer(NamedTuple):
-    """A peer: its driver (a file in benchmarks/), its sides in a turn's order after purerl's,
-    its rows (name: the programs each side runs), the packages whose versions are recorded,
-    the line that says how to get it, whether purerl's sides run under the peer's Python
-    too (its venv then holds purerl with what the peer's envs need, e.g. `purerl[brax]`, and
-    purerl's sides import purerl from this repository: PYTHONPATH), after how long a run
-    of its driver has hung, purerl's sides of the driver (run first in each turn), and which
-    of them each peer side is compared with (default: "purerl")."""
+    """A peer: its driver (a file in benchmarks/), its sides after purerl's, its rows (name:
+    programs), the packages whose versions are recorded, how to get it, whether purerl's sides
+    run under the peer's Python (from this checkout: PYTHONPATH), when a run has hung,
+    purerl's sides, which of them each peer side is compared with, and purerl's sides that
+    read a compile cache filled by an untimed run first (WARM_CACHE)."""
 
     driver: str
     sides: tuple
@@ -67,8 +51,6 @@ class Peer(NamedTuple):
     hung_after_s: float = HUNG_AFTER_S
     purerl_sides: tuple = ("purerl",)
     compared_with: dict = {}
-    # purerl's sides whose driver reads JAX's compile cache (WARM_CACHE), filled before the
-    # turns by one untimed run of each program
     warm_sides: tuple = ()
 
     def purerl_sides_of(self, side: str) -> tuple:
@@ -77,15 +59,7 @@ class Peer(NamedTuple):
 
 
 def seeds(setting: str, *counts: int) -> list:
-    """A row's programs.
-
-    Args:
-        setting: the driver's setting.
-        counts: the seed counts, one program each.
-
-    Returns:
-        `[{"setting", "num_seeds"}, ...]`.
-    """
+    """A row's programs."""
     return [{"setting": setting, "num_seeds": n} for n in counts]
 
 
@@ -144,20 +118,7 @@ def not_given(name: str) -> str:
 
 def side_env(peer: Peer, side: str, num_seeds: int = 1,
              compile_cache: Path | None = None) -> dict:
-    """The environment of a process that runs `side` against `peer`.
-
-    Args:
-        peer: the peer.
-        side: one of `peer.purerl_sides` or `peer.sides`.
-        num_seeds: the seeds the process trains.
-        compile_cache: the folder of JAX's compile cache for `peer.warm_sides`.
-
-    Returns:
-        This process's environment (`subprocess_env`), with this repository first on
-        PYTHONPATH for purerl's sides under the peer's Python, for purerl's sides of
-        several seeds the CPU devices its command line makes for them, and for a warm side
-        its compile cache's folder (WARM_CACHE).
-    """
+    """The environment of a process that runs `side` against `peer`."""
     env = subprocess_env()
     if side in peer.warm_sides:
         env[WARM_CACHE] = str(compile_cache)
@@ -170,19 +131,7 @@ def side_env(peer: Peer, side: str, num_seeds: int = 1,
 
 def run_side(peer: Peer, side: str, python: str, program: dict, work: Path,
              compile_cache: Path | None = None) -> dict:
-    """One process of the driver for `side`; its result, with the process's wall time.
-
-    Args:
-        peer: the peer.
-        side: one of `peer.purerl_sides` or `peer.sides`.
-        python: the Python that runs it.
-        program: the program, as the driver takes it.
-        work: a folder for its output and log.
-        compile_cache: the folder of JAX's compile cache for `peer.warm_sides`.
-
-    Returns:
-        The driver's JSON, with `process_wall_s` as this process timed it.
-    """
+    """One process of the driver for `side`; its result, with the process's wall time."""
     out = work / f"{side}.json"
     env = side_env(peer, side, program.get("num_seeds", 1), compile_cache)
     env[LAUNCHED_AT] = repr(time.time())
@@ -192,15 +141,7 @@ def run_side(peer: Peer, side: str, python: str, program: dict, work: Path,
 
 
 def purerl_python(peer: Peer, peer_python: str) -> str:
-    """The Python that runs purerl's side against `peer`.
-
-    Args:
-        peer: the peer.
-        peer_python: the peer's venv's Python.
-
-    Returns:
-        `peer_python` where the peer's venv holds purerl too, else this Python.
-    """
+    """The Python that runs purerl's side against `peer`."""
     return peer_python if peer.purerl_in_peer_python else sys.executable
 
 
@@ -212,19 +153,7 @@ def side_python(peer: Peer, side: str, peer_python: str) -> str:
 
 def run_turn(peer: Peer, programs: list, peer_python: str, work: Path,
              compile_cache: Path | None = None, sides: tuple | None = None) -> list:
-    """One turn of a row: each program, purerl's sides then the peer's.
-
-    Args:
-        peer: the peer.
-        programs: the row's programs.
-        peer_python: the peer's venv's Python.
-        work: a folder for the turn's outputs and logs.
-        compile_cache: the folder of JAX's compile cache for `peer.warm_sides`.
-        sides: the sides to run (default: all, purerl's first).
-
-    Returns:
-        A list over `programs` of `{side: result}`.
-    """
+    """One turn of a row: each program, purerl's sides then the peer's."""
     turn = []
     for index, program in enumerate(programs):
         results = {}
@@ -252,32 +181,14 @@ MEASURES = (
 
 
 def program_label(program: dict, result: dict) -> str:
-    """How a table names a program.
-
-    Args:
-        program: the program.
-        result: one side's result of it (its env, seeds and env steps).
-
-    Returns:
-        Its setting, env, seeds and budget, in words.
-    """
+    """How a table names a program."""
     return (f"{program['setting']} ({result['env']}, {result['num_seeds']} seed"
             f"{'s' if result['num_seeds'] > 1 else ''}, {result['env_steps']:,} steps)")
 
 
 def reached(theirs: list, ours: list, side: str, ours_side: str = "purerl") -> str:
     """What a time-to-return line adds when some turns never reached the threshold (its
-    medians are then of the turns that did).
-
-    Args:
-        theirs: the peer side's times over the turns, None where not reached.
-        ours: purerl's side's.
-        side: the peer side's name.
-        ours_side: purerl's side's name.
-
-    Returns:
-        How many turns reached it, per side; "" when all did.
-    """
+    medians are then of the turns that did)."""
     if None not in theirs + ours:
         return ""
     count = sum(v is not None for v in theirs)
@@ -287,17 +198,7 @@ def reached(theirs: list, ours: list, side: str, ours_side: str = "purerl") -> s
 
 def comparisons(turns: list, programs: list, peer: Peer) -> list[dict]:
     """A row's tables: per program, peer side and the purerl side it is compared with
-    (`Peer.purerl_sides_of`), purerl against it on every measure.
-
-    Args:
-        turns: the row's turns, as `run_turn` gives them.
-        programs: the row's programs.
-        peer: the peer.
-
-    Returns:
-        `[{"program", "side", "purerl_side", "lines"}]`, the lines as `peers.comparison`
-        makes them.
-    """
+    (`Peer.purerl_sides_of`), purerl against it on every measure."""
     tables = []
     for index, program in enumerate(programs):
         runs = [turn[index] for turn in turns]
@@ -319,16 +220,7 @@ def comparisons(turns: list, programs: list, peer: Peer) -> list[dict]:
 
 def run(name: str, peer_python: str, rows: list, repeats: int, out: Path,
         total_timesteps: int | None = None) -> None:
-    """Runs peer `name`'s rows against purerl, `repeats` turns each; writes and prints.
-
-    Args:
-        name: a key of PEERS.
-        peer_python: the peer's venv's Python.
-        rows: the rows to run, of the peer's.
-        repeats: turns per row.
-        out: the JSON to write.
-        total_timesteps: every program's budget cut to this (a check), or None.
-    """
+    """Runs peer `name`'s rows against purerl, `repeats` turns each; writes and prints."""
     peer = PEERS[name]
     start = time.perf_counter()
     programs = {row: cut(peer.rows[row], total_timesteps) for row in rows}

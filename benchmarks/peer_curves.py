@@ -9,8 +9,7 @@ training return logged there (a mean over the seeds where several ran). Time to 
 wall time from the process's start until the curve first reaches the threshold: read off the
 wall clock taken at each point where a side takes it (`clock_time_to_return`), else the
 process's start-up and compile before training plus the share of the training time that the
-steps up to that point took, training being at a steady rate (`time_to_return`).
-"""
+steps up to that point took, training being at a steady rate (`time_to_return`)."""
 
 from __future__ import annotations
 
@@ -42,14 +41,7 @@ COMPILE_EVENTS = (*LOWERING_EVENTS, "/jax/core/compile/backend_compile_duration"
 
 def launched_at(fallback: float) -> float:
     """When this process was launched: `peers.py`'s stamp, else `fallback` (a driver's own
-    stamp at the top of its file, which misses the interpreter's start of some 20-50 ms).
-
-    Args:
-        fallback: seconds since the epoch to use when no stamp was handed down.
-
-    Returns:
-        Seconds since the epoch.
-    """
+    stamp at the top of its file, which misses the interpreter's start of some 20-50 ms)."""
     stamp = os.environ.get(LAUNCHED_AT)
     return float(stamp) if stamp else fallback
 
@@ -60,15 +52,7 @@ def seconds_since(start: float) -> float:
 
 
 def reach_index(returns, threshold: float) -> int | None:
-    """The index of the curve's first point whose return is at least `threshold`.
-
-    Args:
-        returns: the return at each point; NaN or None (no episode ended there) never reaches.
-        threshold: the return to reach.
-
-    Returns:
-        That index, or None when no point reaches the threshold.
-    """
+    """The index of the curve's first point whose return is at least `threshold`."""
     for index, value in enumerate(returns):
         if value is not None and not math.isnan(value) and value >= threshold:
             return index
@@ -76,36 +60,14 @@ def reach_index(returns, threshold: float) -> int | None:
 
 
 def first_reach(steps, returns, threshold: float) -> int | None:
-    """The env steps at the curve's first point whose return is at least `threshold`.
-
-    Args:
-        steps: env steps at each point, increasing.
-        returns: the return at each point, as `reach_index` reads them.
-        threshold: the return to reach.
-
-    Returns:
-        Those steps, or None when no point reaches the threshold.
-    """
+    """The env steps at the curve's first point whose return is at least `threshold`."""
     index = reach_index(returns, threshold)
     return None if index is None else int(steps[index])
 
 
 def time_to_return(steps, returns, threshold: float, *, before_train_s: float,
                    train_s: float, total_steps: int) -> float | None:
-    """Wall seconds from the process's start until the curve first reaches `threshold`.
-
-    Args:
-        steps: env steps at each point of the curve.
-        returns: the return at each point.
-        threshold: the return to reach.
-        before_train_s: seconds from the process's start until training began (start-up,
-            imports, compile).
-        train_s: seconds the whole training took.
-        total_steps: env steps the whole training took (of one seed, as `steps` counts).
-
-    Returns:
-        Seconds, or None when the curve never reaches the threshold.
-    """
+    """Wall seconds from the process's start until the curve first reaches `threshold`."""
     reached = first_reach(steps, returns, threshold)
     if reached is None:
         return None
@@ -114,18 +76,7 @@ def time_to_return(steps, returns, threshold: float, *, before_train_s: float,
 
 def clock_time_to_return(times, returns, threshold: float, launched: float) -> float | None:
     """Wall seconds from the process's start until the curve first reaches `threshold`, from
-    the wall clock taken at each point.
-
-    Args:
-        times: seconds since the epoch at each point; None where none was taken (the point's
-            time is then the last one taken before it).
-        returns: the return at each point.
-        threshold: the return to reach.
-        launched: when the process was launched, seconds since the epoch.
-
-    Returns:
-        Seconds, or None when the curve never reaches the threshold.
-    """
+    the wall clock taken at each point."""
     index = reach_index(returns, threshold)
     if index is None:
         return None
@@ -135,15 +86,7 @@ def clock_time_to_return(times, returns, threshold: float, launched: float) -> f
 
 def moving_mean(values, fraction: float = 0.05) -> list:
     """A curve's trailing moving mean over a share of its points, NaNs left out: over the same
-    share of two runs of one budget it spans the same env steps, whatever their points' spacing.
-
-    Args:
-        values: the curve's returns (NaN or None where no episode ended).
-        fraction: the window, a share of the points (at least one point).
-
-    Returns:
-        The mean at each point over the window that ends there; NaN where it holds no value.
-    """
+    share of two runs of one budget it spans the same env steps, whatever their points' spacing."""
     window = max(1, math.ceil(fraction * len(values)))
     means = []
     for end in range(1, len(values) + 1):
@@ -158,23 +101,7 @@ def reaching(steps, returns, threshold: float, *, launched: float, times=None,
              total_steps: int | None = None) -> dict:
     """When a side's curve first reaches `threshold`, and when its moving mean over a
     twentieth of the run does (a side whose points each hold one or two episodes reaches a
-    single point early by chance; the mean over the same span of steps reads both sides alike).
-
-    Args:
-        steps: env steps at each point.
-        returns: the return at each point.
-        threshold: the return to reach.
-        launched: when the process was launched, seconds since the epoch.
-        times: the wall clock at each point where the side takes it (`clock_time_to_return`);
-            None to read the time off the steady training rate (`time_to_return`).
-        before_train_s: with the rate: seconds from the process's start to training.
-        train_s: with the rate: the whole training's seconds.
-        total_steps: with the rate: the whole training's env steps.
-
-    Returns:
-        `{"threshold", "reached_at_steps", "time_to_return_s", "reached_smoothed_at_steps",
-        "time_to_return_smoothed_s", "time_to_return_from"}` ("clock" or "rate").
-    """
+    single point early by chance; the mean over the same span of steps reads both sides alike)."""
     def seconds(curve):
         if times is not None:
             return clock_time_to_return(times, curve, threshold, launched)
@@ -191,15 +118,7 @@ def reaching(steps, returns, threshold: float, *, launched: float, times=None,
 
 
 def tail_mean(values, fraction: float = 0.05) -> float | None:
-    """The mean of the last `fraction` of a curve's points (at least one), NaNs left out.
-
-    Args:
-        values: the curve's returns.
-        fraction: the share of points, from the end.
-
-    Returns:
-        The mean rounded to 0.1, or None when those points are all NaN.
-    """
+    """The mean of the last `fraction` of a curve's points (at least one), NaNs left out."""
     window = values[-max(1, math.ceil(fraction * len(values))):]
     kept = [v for v in window if v is not None and not math.isnan(v)]
     return round(sum(kept) / len(kept), 1) if kept else None
@@ -208,15 +127,7 @@ def tail_mean(values, fraction: float = 0.05) -> float | None:
 def monitor_episodes(folder: Path) -> tuple[float, list[tuple]]:
     """The episodes that SB3's `Monitor` wrote under `folder`, one `<rank>.monitor.csv` per env
     (a `#` line of JSON with the wall clock at its start, `t_start`, then `r,l,t` rows: return,
-    length, seconds since `t_start`).
-
-    Args:
-        folder: searched recursively.
-
-    Returns:
-        `(the earliest t_start, [(rank, return, length, seconds since the epoch)])`, the
-        episodes in each env's order.
-    """
+    length, seconds since `t_start`)."""
     starts, episodes = [], []
     for path in sorted(Path(folder).rglob("*.monitor.csv")):
         lines = path.read_text().splitlines()
@@ -232,18 +143,7 @@ def rollout_curve(episodes: list[tuple], n_envs: int, rollout_steps: int,
                   total_steps: int) -> tuple[list, list, list]:
     """Each rollout's mean return of the episodes that ended in it, from an SB3 run's
     `Monitor` episodes: its `n_envs` envs step together, so an episode of env `rank` ends at
-    global step `n_envs x` the steps of that env's episodes so far.
-
-    Args:
-        episodes: `[(rank, return, length, seconds since the epoch)]`, in each env's order.
-        n_envs: the envs stepped together.
-        rollout_steps: env steps per rollout, all envs' (`n_envs x n_steps`).
-        total_steps: env steps of the whole run.
-
-    Returns:
-        `(steps, returns, times)` per rollout: the env steps at its end, the mean return (NaN
-        where no episode ended) and the wall clock of its last episode's end (None there).
-    """
+    global step `n_envs x` the steps of that env's episodes so far."""
     count = -(-total_steps // rollout_steps)
     sums, ended, times = [0.0] * count, [0] * count, [None] * count
     lived = {}
@@ -270,23 +170,7 @@ def peak_rss_mib() -> float:
 def side_result(spec: dict, side: str, env: str, run: dict, *, kind: str, startup_s: float,
                 launched: float, num_seeds: int = 1) -> dict:
     """A driver's result of one run, JSON-ready: the program, the run's timings, its training
-    steps/s, final return, time to the env's threshold and the process's peak memory so far.
-
-    Args:
-        spec: the program.
-        side: the side that ran it.
-        env: the env's id, a key of THRESHOLDS.
-        run: `env_steps` (of one seed), `train_s`, `before_train_s`, the curve's `steps`,
-            `returns` and `times` (the wall clock at each point, or None to read the time off
-            the steady training rate) and any other timings, kept as they are.
-        kind: what the curve is, in words.
-        startup_s: seconds from the process's start until its side began.
-        launched: when the process was launched, seconds since the epoch.
-        num_seeds: the seeds trained together (steps/s counts all of theirs).
-
-    Returns:
-        The result, with the curve under `"curve"`.
-    """
+    steps/s, final return, time to the env's threshold and the process's peak memory so far."""
     run = dict(run)
     steps, returns, times = run.pop("steps"), run.pop("returns"), run.pop("times")
     return {**spec, "side": side, "env": env, "num_seeds": num_seeds, "startup_s": startup_s,
@@ -301,14 +185,7 @@ def side_result(spec: dict, side: str, env: str, run: dict, *, kind: str, startu
 
 def driver_main(description: str, sides: tuple, measure, started: float) -> None:
     """A driver's command line, `DRIVER SIDE PROGRAM OUT`: runs `measure(program, side,
-    launched)` and writes its result, with the process's time so far, to OUT as JSON.
-
-    Args:
-        description: the driver's first docstring line, for --help.
-        sides: the sides it runs.
-        measure: its function of (program dict, side, launch time) to a JSON-ready dict.
-        started: the driver's own stamp at the top of its file (`launched_at`'s fallback).
-    """
+    launched)` and writes its result, with the process's time so far, to OUT as JSON."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("side", choices=sides)
     parser.add_argument("program", type=json.loads, help="the program, a JSON object")

@@ -1,40 +1,21 @@
-"""Compiles and runs one side's whole-run training programs, for `peers.py`.
+"""PureJaxRL's peer driver: compiles and runs one side's whole-run programs, for `peers.py`.
 
-    python benchmarks/peer_driver.py purerl PROGRAMS OUT
+    python benchmarks/peer_driver.py purerl PROGRAMS OUT [--profile DIR]
     PEER_PYTHON benchmarks/peer_driver.py purejaxrl PROGRAMS OUT --purejaxrl CHECKOUT
 
-PROGRAMS is a JSON list of `{"num_envs", "total_timesteps", "num_seeds", "network"}`; each is
-built at PureJaxRL's CartPole setting otherwise (128 steps, 4 epochs x 4 minibatches, lr 2.5e-4
-annealed, entropy 0.01, value clipped) with the network that "network" names (mlp when absent):
-
-- mlp: the setting of PureJaxRL's `ppo.py` `__main__`, two 64x64 tanh towers; purerl's default
-  network.
-- gru: the setting of PureJaxRL's `purejaxrl/ppo_rnn.py` `__main__` (its own, which here is the
-  same as ppo.py's but for the network): Dense(128) relu embedding, a GRU of 128 units, shared
-  by the policy and the value; purerl's `network=gru` (rnn_size 128, hidden_sizes [128], relu,
-  shared). Minibatches are groups of whole envs on both sides (4 envs / 4 minibatches: one env
-  each). What differs and stays: ppo_rnn.py's heads each have a Dense(128) relu layer before
-  their output layer (orthogonal gain 2), purerl's heads are linear from the GRU's output; and
-  its GRU is flax's `GRUCell`, input kernels lecun-normal, where purerl's are orthogonal (gain
-  1). The recurrent kernels (orthogonal), zero biases, the gate equations and the carry reset
-  at each episode's first step are the same.
-
-Then, in order: `jax.jit(train).lower(key)` (timed as lowering), `.compile()` (timed as
-compile) and one call of the compiled program up to `jax.block_until_ready` (timed as
-training). Several seeds are vmapped: `jax.vmap(train)` over
-split keys for PureJaxRL, as its README does; `Config(num_seeds=...)` for purerl. A program's
-`"plan"` (purerl's side) names fields of `purerl.plan.ExecutionPlan` set over the plain plan's,
-e.g. `{"towers_apart": true}`; `{}` is the plain plan, no "plan" the platform's. JSON with the
-timings and the final returns goes to OUT. With `--profile DIR`, each program then runs once
-more under `jax.profiler.trace` into `DIR/<side>_<i>`, beside its compiled HLO text, and its
-ops' time per kind goes to OUT too (`op_profile.py`).
-
-The purejaxrl side imports `make_train` from the checkout's `purejaxrl/ppo.py`, for gru from
-its `purejaxrl/ppo_rnn.py` (with `DEBUG` off; ppo_rnn.py's `nn` given the flax `GRUCell`
-signature it calls, see `flax_linen_of_2023`), and runs under the peer's Python, a venv with
-gymnax 0.0.x where purerl is not installed: this file imports nothing of purerl at its top.
-JAX's persistent compilation cache is turned off, so that every compile is cold.
-"""
+PROGRAMS is a JSON list of `{"num_envs", "total_timesteps", "num_seeds", "network"[, "plan"]}`
+at PureJaxRL's CartPole setting otherwise (128 steps, 4 epochs x 4 minibatches, lr 2.5e-4
+annealed, entropy 0.01, value clipped). "network" mlp is `ppo.py`'s two 64x64 tanh towers,
+purerl's default; gru is `ppo_rnn.py`'s Dense(128) relu embedding and GRU of 128 shared by
+policy and value, against purerl's `network=gru` so configured, minibatches of whole envs on
+both sides (what stays different: its heads have a Dense(128) relu layer each, purerl's are
+linear; its GRU's input kernels are lecun-normal, purerl's orthogonal). "plan" (purerl's side)
+sets fields of `purerl.plan.ExecutionPlan` over the plain plan's (`{}`: the plain plan; none:
+the platform's). Each program is lowered, compiled and run once, timed apart
+(`harness.compile_and_run`); several seeds are `jax.vmap(train)` over split keys for PureJaxRL,
+as its README does, `Config(num_seeds=...)` for purerl. JAX's persistent cache is off. The
+purejaxrl side imports `make_train` from the checkout's `ppo.py` or `ppo_rnn.py` (`DEBUG` off)
+under the peer's Python, where purerl is not installed."""
 
 from __future__ import annotations
 
@@ -185,6 +166,9 @@ def main() -> None:
     parser.add_argument("programs", type=json.loads)
     parser.add_argument("out", type=Path)
     parser.add_argument("--purejaxrl", type=Path, help="the PureJaxRL checkout (its root)")
+    parser.add_argument("--work", action="store_true",
+                        help="each program's work by primitive from its jaxpr "
+                             "(op_profile.jaxpr_work), not compiled or run")
     parser.add_argument("--profile", type=Path,
                         help="a folder: each program also runs once under jax.profiler, into "
                              "its subfolder SIDE_<i> (i from 1), its ops' time per kind in OUT")
@@ -200,7 +184,12 @@ def main() -> None:
         program = (purerl_program(*settings, spec.get("plan")) if args.side == "purerl"
                    else purejaxrl_program(args.purejaxrl, *settings))
         profile = args.profile / f"{args.side}_{i}" if args.profile else None
-        results.append(dict(spec, **measure(*program, profile=profile)))
+        if args.work:
+            from op_profile import jaxpr_work
+
+            results.append(dict(spec, work=jaxpr_work(program[0], program[1])))
+        else:
+            results.append(dict(spec, **measure(*program, profile=profile)))
         print(json.dumps(results[-1]), flush=True)
         # Written after each program, so a run stopped at its time limit keeps what it measured.
         args.out.write_text(json.dumps(results, indent=2) + "\n")

@@ -1,72 +1,16 @@
 """purerl and a peer side by side, taking turns: PureJaxRL (`ppo.py`, `ppo_rnn.py`, the default)
-at the same settings, or with --peer rejax, stoix, sb3, sbx or brax at that peer's own setting.
+at its CartPole setting, or with --peer rejax, stoix, sb3, sbx or brax at that peer's own
+(`other_peers.py`). `benchmarks/README.md` says how to get each peer and lists the rows.
 
-    python benchmarks/peers.py --purejaxrl ../purejaxrl --peer-python ../peer-venv/bin/python
-    python benchmarks/peers.py --purejaxrl ../purejaxrl --peer-python ... --rows 4envs 8seeds
-    python benchmarks/peers.py --rows gru-vs-mlp   # purerl alone: no checkout needed
-    python benchmarks/peers.py --peer rejax --peer-python ../rejax-venv/bin/python
-    python benchmarks/peers.py --peer stoix --peer-python ../stoix-venv/bin/python
-    python benchmarks/peers.py --peer brax --peer-python ../brax-venv/bin/python
-
-`--peer rejax`, `stoix`, `sb3`, `sbx` and `brax` run from an install in a venv the user points to
-(`--peer-python`; without it, one line says how to get one and the script exits 0), through
-`other_peers.py` and their drivers `peer_rejax.py`, `peer_stoix.py`, `peer_sb3.py` and
-`peer_brax.py`, whose docstrings give each peer's setting, what purerl matches of it and what
-differs; they write `results/peers_<peer>.json`. The rest of this docstring is PureJaxRL's.
-
-No peer code is in this repository. PureJaxRL is public on GitHub; its `ppo.py` was written for
-gymnax 0.0.x's five-value step, and the `wrappers.py` it imports imports brax and navix, so it
-runs in a venv of its own, with the same jax as purerl's so that both run on the same XLA
-(`ppo_rnn.py` calls `GRUCell` as flax did before its 2023 RNN-cell refactor, and fails on flax
-0.12 as is, PureJaxRL issue #29: `peer_driver.py` gives it flax 0.12's cell under the old
-signature, the same cell otherwise):
-
-    git clone https://github.com/luchris429/purejaxrl ../purejaxrl   # measured at 31756b1
-    python3.11 -m venv ../peer-venv
-    ../peer-venv/bin/pip install jax==0.10.2 jaxlib==0.10.2 gymnax==0.0.9 flax==0.12.8 \\
-        optax==0.2.8 distrax==0.1.9 brax==0.14.2 navix==0.7.4
-
-Without --purejaxrl it prints how to get a checkout and exits 0, unless every row asked for is
-purerl's alone (gru-vs-mlp).
-
-Rows (--rows; all by default), each measured --repeats times with the two sides taking turns
-(purerl, PureJaxRL, purerl, ...), so that a slow spell of this shared machine hits both alike:
-
-- process: what users run. Wall seconds from start to exit, as /usr/bin/time sees them, of
-  `python -m purerl.train +env=cartpole` into an empty compile cache (cold), then of a second
-  run of the same shapes (`seed=1`, the same cache: warm), against `python ppo.py` in the
-  checkout's purejaxrl/ (its own `__main__`, which prints every episode's return through a
-  callback). Also purerl's `compile_s` from summary.json (what the run waited for: its init
-  and update-chunk programs; the eval program compiles while it trains) and, in processes of
-  their own, each side's imports.
-- 4envs, 1024envs, 16384envs, 8seeds: `peer_driver.py` in a subprocess per side and turn
-  (run by purerl's Python and by --peer-python) times the compile of the whole-run program
-  `jax.jit(make_train(...)).lower(key).compile()` apart from one run of it: 4 envs x 5e5 steps;
-  1024 envs x 5e6 steps; 16,384 envs x 3 updates (6.3e6 steps; each update shuffles 2^21
-  samples, beyond the CPU plan's packed sort); 4 envs x 1e5 steps, 1 seed and then 8 vmapped
-  seeds in one process.
-- 8seeds-devices: the 8seeds row's 8-seed program, purerl's side on the forced CPU devices
-  (`XLA_FLAGS=--xla_force_host_platform_device_count=N`) that the command line makes for 8 seeds
-  by default (`cpu_devices=0`: the most cores that divide 8), PureJaxRL's side as in 8seeds.
-- gru: the same, at the setting of the checkout's `purejaxrl/ppo_rnn.py` `__main__` (CartPole,
-  4 envs x 128 steps, 5e5 steps, 4 epochs x 4 minibatches of whole envs, lr 2.5e-4 annealed,
-  entropy 0.01: ppo.py's) against purerl's `network=gru` configured to match: a Dense(128)
-  relu embedding, a GRU of 128 units, both shared by policy and value. Not the same network:
-  ppo_rnn.py's policy and value heads each have a Dense(128) relu layer before their output
-  layer, purerl's are linear on the GRU's output (no setting of purerl adds them); and flax's
-  GRU inits its input kernels lecun-normal, purerl orthogonal. See peer_driver.py.
-- gru-vs-mlp: purerl against itself, both sides through `peer_driver.py` under purerl's Python,
-  taking turns (GRU, MLP, GRU, ...): the gru row's purerl program against the 4envs row's
-  (purerl's default MLP, two 64x64 tanh towers), at that one CartPole setting. Its own table:
-  GRU / MLP of the compile times and of the steps/s, what memory costs.
-
-Writes results/peers.json (every turn's numbers, the machine, both sides' package versions)
-and prints a markdown table of medians (min-max), and gru-vs-mlp's apart. Ratios are purerl /
-PureJaxRL (GRU / MLP) of the two medians, with their range over the turns: of times (< 1:
-purerl, the GRU, faster) or of steps/s (> 1: purerl, the GRU, faster). purerl is whatever
-`python -m purerl` imports here; to measure one commit while others edit the tree, run this
-file from a clone of that commit with PYTHONPATH on it.
-"""
+PureJaxRL's rows: `process` times whole processes (the README command into an empty and a warm
+compile cache against `python ppo.py`, and each side's imports); the driver rows run
+`peer_driver.py` per side and turn, which compiles each whole-run program apart from one run of
+it; `gru-vs-mlp` is purerl against itself. The sides take turns (purerl, PureJaxRL, purerl,
+...), `--repeats` of each. Writes `results/peers.json` (every turn's numbers, the machine,
+both sides' package versions and checkouts) and prints a markdown table of medians (min-max)
+with purerl / PureJaxRL of the medians and the ratio's range over the turns. purerl is what
+`python -m purerl` imports here: to measure one commit while others edit the tree, run this
+file from a clone of it."""
 
 from __future__ import annotations
 
@@ -176,18 +120,20 @@ def process_turn(checkout: Path, peer_python: str, work: Path) -> dict:
 
 
 def driver_turn(row: str, programs, checkout: Path | None, peer_python: str, work: Path,
-                plans: bool = False, profile: Path | None = None) -> dict:
+                plans: list | None = None, profile: Path | None = None,
+                static_work: bool = False) -> dict:
     """One turn of a driver row: purerl's driver, then PureJaxRL's, each one's list of results
-    of the row's `programs`; with `plans`, purerl's driver once per `PLAN_VARIANTS` (sides
-    "purerl:<variant>"); or for a row of `PURERL_ROWS`, purerl's driver for each of its sides
-    in turn, with that side's programs. `profile`: each driver profiles its programs there."""
+    of the row's `programs`; with `plans` (names of `PLAN_VARIANTS`), purerl's driver once per
+    variant (sides "purerl:<variant>"); or for a row of `PURERL_ROWS`, purerl's driver for each
+    of its sides in turn, with that side's programs. `profile`: each driver profiles its
+    programs there; `static_work`: each driver counts its programs' work instead of running."""
     if row in PURERL_ROWS:
         sides = [(side, sys.executable, "purerl", side_programs)
                  for side, side_programs in programs.items()]
     else:
         sides = ([(f"purerl:{name}", sys.executable, "purerl",
-                   [dict(p, plan=plan) for p in programs])
-                  for name, plan in PLAN_VARIANTS.items()] if plans
+                   [dict(p, plan=PLAN_VARIANTS[name]) for p in programs])
+                  for name in plans] if plans
                  else [("purerl", sys.executable, "purerl", programs)])
         sides.append(("purejaxrl", peer_python, "purejaxrl", programs))
     turn = {}
@@ -196,6 +142,7 @@ def driver_turn(row: str, programs, checkout: Path | None, peer_python: str, wor
         command = [python, DRIVER, driver_side, json.dumps(side_programs), out]
         command += ["--purejaxrl", checkout] if driver_side == "purejaxrl" else []
         command += ["--profile", profile / side] if profile else []
+        command += ["--work"] if static_work else []
         env = subprocess_env()
         if driver_side == "purerl" and row in PURERL_ON_CPU_DEVICES:
             env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={cpu_devices()}"
@@ -321,9 +268,13 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--total-timesteps", type=int,
                         help="cut every program's budget to this, to check a peer's setup or "
                         "size a row to the machine")
-    parser.add_argument("--plans", action="store_true",
+    parser.add_argument("--plans", nargs="*", choices=list(PLAN_VARIANTS),
                         help="PureJaxRL's driver rows: purerl on the plain plan, with each "
-                        "switch that lays it out as PureJaxRL's program, and with all of them")
+                        "switch that lays it out as PureJaxRL's program, and with all of them "
+                        "(or the variants named)")
+    parser.add_argument("--work", action="store_true",
+                        help="driver rows: each side's program's work by primitive, from its "
+                        "jaxpr (not compiled or run)")
     parser.add_argument("--profile", type=Path,
                         help="a folder: every driver row's programs run once more under "
                         "jax.profiler there, their ops' time per kind in the results")
@@ -332,6 +283,8 @@ def arguments() -> argparse.Namespace:
     args = parser.parse_args()
     known = ROWS if args.peer == "purejaxrl" else list(PEERS[args.peer].rows)
     args.rows = args.rows or [row for row in known if row not in ACCELERATOR_ROWS]
+    if args.plans == []:  # --plans alone: every variant
+        args.plans = list(PLAN_VARIANTS)
     if unknown := [row for row in args.rows if row not in known]:
         parser.error(f"{args.peer} has no row {', '.join(unknown)}; its rows: {' '.join(known)}")
     if args.peer_python is not None:  # absolute (not resolved: a venv's python is a link)
@@ -383,7 +336,7 @@ def main() -> None:
                      **{row: {side: cut(programs, args.total_timesteps)
                               for side, programs in PURERL_ROWS[row].items()}
                         for row in args.rows if row in PURERL_ROWS}},
-        "plans": PLAN_VARIANTS if args.plans else None,
+        "plans": {name: PLAN_VARIANTS[name] for name in args.plans or []},
         "rows": {},
     }
     with tempfile.TemporaryDirectory(prefix="purerl_peers_") as work:
@@ -396,12 +349,14 @@ def main() -> None:
                 turns.append(process_turn(checkout, args.peer_python, turn_dir)
                              if row == "process"
                              else driver_turn(row, result["programs"][row], checkout,
-                                              args.peer_python, turn_dir, args.plans, profile))
+                                              args.peer_python, turn_dir, args.plans, profile,
+                                              args.work))
                 print(f"{row} {turn + 1}/{args.repeats}: {json.dumps(turns[-1])}", flush=True)
     result["machine"]["load_average_at_end"] = os.getloadavg()
     result["total_s"] = round(time.perf_counter() - start, 1)
-    result["table"] = comparisons(result["rows"])
-    result["gru_vs_mlp_table"] = gru_vs_mlp_comparisons(result["rows"])
+    timed = not args.work
+    result["table"] = comparisons(result["rows"]) if timed else []
+    result["gru_vs_mlp_table"] = gru_vs_mlp_comparisons(result["rows"]) if timed else []
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     if result["table"]:
@@ -412,7 +367,7 @@ def main() -> None:
         print(markdown(result["gru_vs_mlp_table"], GRU_VS_MLP_SIDES))
         print("ratios: GRU / MLP of the medians (range over the turns); of time < 1 and of "
               "steps/s > 1: the GRU faster.")
-    print(f"{args.repeats} turns each, {result['total_s']:.0f} s in all; wrote {args.out}")
+    print(f"{args.repeats} turn(s) each, {result['total_s']:.0f} s in all; wrote {args.out}")
 
 
 if __name__ == "__main__":

@@ -9,8 +9,7 @@ and its steady-state training time (the best of --repeats runs, the programs tak
 and the population's cost: its train time over the single member's (16 sequential runs would
 cost 16x; the issue's bound is 8x), beside the cost of one member with 16x the envs (the
 population's arithmetic without a member axis: what this machine needs for it). Writes a JSON
-file and prints a markdown table. Other settings are PureJaxRL's CartPole ones.
-"""
+file and prints a markdown table. Other settings are PureJaxRL's CartPole ones."""
 
 from __future__ import annotations
 

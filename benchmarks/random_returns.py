@@ -10,8 +10,7 @@ it) plays `--episodes` episodes from independent resets, each action drawn unifo
 action space (`action_space(params).sample`), every episode to its end (at most the env's
 `max_steps_in_episode`), vmapped in one program per preset. Writes
 `benchmarks/results/random_returns.json` (entries of presets not run this time are kept) and
-prints the table.
-"""
+prints the table."""
 
 from __future__ import annotations
 

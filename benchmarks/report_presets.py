@@ -17,8 +17,7 @@ conf/score_ranges.yaml has one), and one report over the presets that have a sco
 normalized, as one group (`group_by=all`, into `reports/normalized/`). Writes
 `benchmarks/results/report_presets.json`
 (each preset's wall time, steps/s and report; entries of presets not run this time are kept)
-and prints the markdown table of the presets run.
-"""
+and prints the markdown table of the presets run."""
 
 from __future__ import annotations
 

@@ -14,8 +14,7 @@ apart from its steady-state env steps/s (the best of --repeats runs), the effici
 ideal (steps/s over N times the 1-device steps/s of the same scaling), and what the all-reduces
 cost: the same number of gradient all-reduces as one update makes (epochs x minibatches, each of
 the whole parameter vector), timed alone, per update. Writes a JSON file, a PNG plot beside it,
-and prints a markdown table. Other settings are PureJaxRL's CartPole ones.
-"""
+and prints a markdown table. Other settings are PureJaxRL's CartPole ones."""
 
 from __future__ import annotations
 

@@ -10,8 +10,7 @@ the steady-state training env steps/s over --updates updates, and the env steps/
 envs stepped by random actions through the adapter as the trainer steps them (auto-reset,
 episode statistics; vmapped over envs, scanned over time, no learning); the best of --repeats
 runs, the programs taking turns. With --reset-pool, each preset is measured at each pool size
-(`env.reset_pool`, 0: every env its own reset). Writes results/suites.json and prints a table.
-"""
+(`env.reset_pool`, 0: every env its own reset). Writes results/suites.json and prints a table."""
 
 from __future__ import annotations
 

@@ -4,32 +4,34 @@
     python benchmarks/tables.py --check     # exits 1 naming each table that differs
     python benchmarks/tables.py --figures   # and draws the figures (needs matplotlib)
 
-A table sits in a markdown file between `<!-- table: NAME -->` and `<!-- /table -->`. NAME is a
-results file of the peer runner (`peers*.json`: its table, with a caption of its date, commit,
-turns and machine) or a key of TABLES. `tests/test_docs.py` fails when a committed table differs
-from what the results render.
-"""
+A table sits in a markdown file between `<!-- table: NAME -->` and `<!-- /table -->`: NAME is a
+key of TABLES, or `plans:`, `profile:` or `work:` and a results file of `peers.py --plans`.
+`tests/test_docs.py` fails when a committed table differs from what the results render."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import re
+import statistics
 import sys
 from typing import NamedTuple
 
-from harness import BENCHMARKS, HEADINGS, REPO, markdown
+from harness import BENCHMARKS, HEADINGS, REPO
 
 RESULTS = BENCHMARKS / "results"
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 MARKED = re.compile(r"(<!-- table: (\S+) -->\n)(.*?)(<!-- /table -->)", re.DOTALL)
 # The measures of a peer's result, by the start of their line's "what".
 PROCESS, TO_RETURN, SPS = "whole process", "time to the return", "training, compile excluded"
-FINAL, MEMORY = "final return", "peak resident memory"
+FINAL = "final return"
 
 
 def load(name: str) -> dict:
-    return json.loads((RESULTS / name).read_text())
+    path = RESULTS / name
+    if not path.is_file():
+        sys.exit(f"tables.py: a table reads {path}, which does not exist")
+    return json.loads(path.read_text())
 
 
 def number(value: float | None, unit: str = "") -> str:
@@ -68,26 +70,6 @@ def peer_tables(result: dict) -> list[tuple[str, dict]]:
     """`(row, table)` of a result of `peers.py --peer NAME`, each table one program against
     one side of the peer."""
     return [(row, table) for row, tables in result["tables"].items() for table in tables]
-
-
-def peer_table(name: str) -> str:
-    """A peer runner's result as a table: PureJaxRL's lines as they are; another peer's, one
-    line per program and side, each cell `peer / purerl (purerl / peer)`."""
-    result = load(name)
-    if "tables" not in result:
-        tables = [markdown(result["table"])] if result["table"] else []
-        if result.get("gru_vs_mlp_table"):
-            tables.append(markdown(result["gru_vs_mlp_table"], ("mlp", "gru")))
-        return "\n\n".join(tables + [caption(result, name)])
-    lines = ["| program | sides | whole process s | time to the return s | training steps/s "
-             "| final return | peak MiB |", "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
-    for _, table in peer_tables(result):
-        theirs, ours = table["side"], table.get("purerl_side", "purerl")
-        cells = [pair(line_of(table, start), theirs, ours)
-                 for start in (PROCESS, TO_RETURN, SPS, FINAL, MEMORY)]
-        lines.append(f"| {table['program']} | {HEADINGS[theirs]} / {HEADINGS[ours]} | "
-                     + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n\n" + caption(result, name)
 
 
 def peers_detail() -> str:
@@ -134,17 +116,24 @@ def purejaxrl_detail() -> str:
 
 def plans(name: str) -> str:
     """`peers.py --plans`: each plan variant's compile and training rate against PureJaxRL's,
-    the first turn's (with `--profile`, its time traced)."""
+    medians over the turns (and the ratio's range over them)."""
     result = load(name)
-    (row, turns), = result["rows"].items()
-    theirs = turns[0]["purejaxrl"][0]
+    (turns,) = result["rows"].values()
+
+    def median(side, key):
+        return statistics.median(turn[side][0][key] for turn in turns)
+
+    theirs = median("purejaxrl", "sps")
     lines = ["| purerl's plan | compile s | training steps/s | purerl / PureJaxRL |",
              "| --- | ---: | ---: | ---: |",
-             f"| PureJaxRL | {theirs['compile_s']:.1f} | {number(theirs['sps'], 'steps/s')} | |"]
-    for side, (ours,) in turns[0].items():
-        if side.startswith("purerl:"):
-            lines.append(f"| {side.removeprefix('purerl:')} | {ours['compile_s']:.1f} | "
-                         f"{number(ours['sps'], 'steps/s')} | {ours['sps'] / theirs['sps']:.2f} |")
+             f"| PureJaxRL | {median('purejaxrl', 'compile_s'):.1f} | "
+             f"{number(theirs, 'steps/s')} | |"]
+    for side in (side for side in turns[0] if side.startswith("purerl:")):
+        ratios = [turn[side][0]["sps"] / turn["purejaxrl"][0]["sps"] for turn in turns]
+        spread = f" ({min(ratios):.2f}-{max(ratios):.2f})" if len(ratios) > 1 else ""
+        lines.append(f"| {side.removeprefix('purerl:')} | {median(side, 'compile_s'):.1f} | "
+                     f"{number(median(side, 'sps'), 'steps/s')} | "
+                     f"{median(side, 'sps') / theirs:.2f}{spread} |")
     return "\n".join(lines) + "\n\n" + caption(result, name)
 
 
@@ -162,6 +151,48 @@ def profile(name: str) -> str:
                                                   for side in sides) + " |")
     totals = [sum(each.values()) for each in kinds.values()]
     return "\n".join(lines + ["| all | " + " | ".join(f"{t:,.0f}" for t in totals) + " |"])
+
+
+# The primitives of a jaxpr by kind, for `work:FILE` (the rest: elementwise).
+WORK_KINDS = {
+    "matmul": {"dot_general"}, "sort": {"sort"},
+    "gather/scatter/slice": {"gather", "scatter", "scatter-add", "scatter_add", "dynamic_slice",
+                             "dynamic_update_slice"},
+    "layout (pad, slice, reshape, concatenate, broadcast, ...)": {
+        "pad", "slice", "squeeze", "reshape", "concatenate", "stack", "unstack", "split",
+        "broadcast_in_dim", "transpose", "expand_dims", "rev", "copy", "copy_p"},
+    "random bits": {"random_bits", "threefry2x32", "random_wrap", "random_unwrap",
+                    "random_split", "random_fold_in", "random_seed"},
+}
+WORK_SIDES = {"purejaxrl": "PureJaxRL", "purerl:plain": "purerl, plain plan",
+              "purerl:purejaxrl_layout": "purerl, PureJaxRL's layout"}
+
+
+def work(name: str) -> str:
+    """`peers.py --work`: what each side's program computes per update, from its jaxpr:
+    elements written by kind of primitive (in millions), executions, and the dots' GFLOP."""
+    (row, turns), = load(name)["rows"].items()
+    per_side = {}
+    for side in WORK_SIDES:
+        (program,) = turns[0][side]
+        updates = program["total_timesteps"] // (program["num_envs"] * 128)
+        kinds = {}
+        for primitive, n in program["work"]["elements"].items():
+            kind = next((k for k, members in WORK_KINDS.items() if primitive in members),
+                        "elementwise")
+            kinds[kind] = kinds.get(kind, 0) + n / updates
+        kinds["executions"] = sum(program["work"]["executions"].values()) / updates
+        kinds["GFLOP"] = program["work"]["gflop"] / updates
+        per_side[side] = kinds
+    lines = ["| per update | " + " | ".join(WORK_SIDES.values()) + " |",
+             "| --- |" + " ---: |" * len(WORK_SIDES)]
+    for kind in [*WORK_KINDS, "elementwise"]:
+        lines.append(f"| {kind}, M elements | " + " | ".join(
+            f"{per_side[side].get(kind, 0) / 1e6:,.0f}" for side in WORK_SIDES) + " |")
+    for kind in ("executions", "GFLOP"):
+        lines.append(f"| {'primitives run' if kind == 'executions' else 'matmul GFLOP'} | "
+                     + " | ".join(f"{per_side[side][kind]:,.0f}" for side in WORK_SIDES) + " |")
+    return "\n".join(lines)
 
 
 class Setting(NamedTuple):
@@ -277,11 +308,12 @@ def recurrent() -> str:
     return "\n".join(rows)
 
 
-def rows_table(name: str, columns: list[tuple[str, str, str]]) -> str:
-    """A result's `rows` as a table: `(heading, key, format)` per column."""
+def rows_table(names: str | tuple, columns: list[tuple[str, str, str]]) -> str:
+    """Results' `rows` as one table: `(heading, key, format)` per column."""
     lines = ["| " + " | ".join(h for h, _, _ in columns) + " |",
              "| " + " | ".join("---:" if f else "---" for _, _, f in columns) + " |"]
-    for row in load(name)["rows"]:
+    names = (names,) if isinstance(names, str) else names
+    for row in (row for name in names for row in load(name)["rows"]):
         lines.append("| " + " | ".join(format(row[key], f) for _, key, f in columns) + " |")
     return "\n".join(lines)
 
@@ -333,8 +365,9 @@ TABLES = {
         ("mode", "mode", ""), ("scaling", "scaling", ""), ("devices", "devices", "d"),
         ("envs", "num_envs", "d"), ("steps/s", "train_sps", ",d"),
         ("efficiency", "efficiency", ".2f")]),
-    "suites": lambda: rows_table("suites.json", [
-        ("preset", "preset", ""), ("envs", "num_envs", "d"), ("train steps/s", "train_sps", ",d"),
+    "suites": lambda: rows_table(("suites.json", "suites_reset_pool.json"), [
+        ("preset", "preset", ""), ("envs", "num_envs", "d"),
+        ("`env.reset_pool`", "reset_pool", "d"), ("train steps/s", "train_sps", ",d"),
         ("raw steps/s", "raw_env_sps", ",d")]),
     "gpu": gpu,
     "gpu-throughput": lambda: rows_table("gpu/throughput.json", [
@@ -373,12 +406,11 @@ def iqm() -> str:
 
 
 def render(name: str) -> str:
-    """The table NAME: `plans:FILE` or `profile:FILE` of a `peers.py --plans --profile` run,
-    a peer runner's FILE, or a key of TABLES."""
+    """The table NAME: `plans:FILE`, `profile:FILE` or `work:FILE` of a `peers.py --plans` run,
+    or a key of TABLES."""
     kind, _, file = name.rpartition(":")
-    if kind:
-        return {"plans": plans, "profile": profile}[kind](file)
-    return peer_table(name) if name.endswith(".json") else TABLES[name]()
+    return {"plans": plans, "profile": profile, "work": work}[kind](file) if kind \
+        else TABLES[name]()
 
 
 def rendered(text: str) -> str:

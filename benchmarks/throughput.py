@@ -10,8 +10,7 @@ same config gets it when JAX_COMPILATION_CACHE_DIR is set), its steady-state tra
 steps/s (compile excluded), and the env steps/s of the same envs stepped with random actions
 (vmapped over envs, scanned over time, no learning); each is the best of --repeats runs, the
 programs taking turns. Writes a JSON file and a PNG plot next to it. Other settings are
-PureJaxRL's CartPole ones (128 steps, 4 epochs x 4 minibatches, two 64x64 tanh towers).
-"""
+PureJaxRL's CartPole ones (128 steps, 4 epochs x 4 minibatches, two 64x64 tanh towers)."""
 
 from __future__ import annotations
 
@@ -53,8 +52,7 @@ def raw_env_program(env, env_params, num_envs: int, num_steps: int, num_rollouts
     With `collect`, each rollout keeps its `[T, B]` rewards and dones, the least a trainer must
     keep. Without it each step yields one scalar; XLA:CPU then compiles the whole time loop as
     one function (its per-iteration footprint is under `xla_cpu_small_while_loop_byte_threshold`,
-    1 KB), an upper bound no trainer can reach.
-    """
+    1 KB), an upper bound no trainer can reach."""
     step_envs = jax.vmap(env.step, in_axes=(0, 0, 0, None))
     num_actions = env.action_space(env_params).n
 
