@@ -13,31 +13,15 @@
 #                                            # an archive (the profile's traces in a second,
 #                                            # gpu_traces.tar.gz), rewritten after each stage
 #
-# The GPU image (Python 3.12, jax 0.11 with CUDA) has matplotlib, tqdm and orbax's needs; it
-# lacks gymnax, Hydra and tensorboardX, and purerl's flax, optax, chex and orbax-checkpoint are
-# pinned to the versions its CPU suite runs with; purerl's brax extra (brax, mujoco, mujoco-mjx
-# and what they import beyond the image) at the CPU brax venv's versions. PureJaxRL's ppo.py
-# needs gymnax 0.0.9 and distrax (with tensorflow-probability), which conflict with purerl's
-# gymnax: they install into a target of their own, first on the peers' path, purerl's pinned
-# flax, optax and chex after it. PureJaxRL runs lean, as peers.py's lean rows do: `DEBUG: False`
-# and its wrappers.py's brax and navix imports left out (the CartPole program does not use
-# them).
-# `run` measures, each stage in its own processes under a time limit, in this order:
-#  1. plans: `peers.py --plans` at 65536 envs: purerl's program on the plain plan, with each
-#     switch that lays it out as PureJaxRL's program (purerl.plan), and with all of them,
-#     against PureJaxRL's;
-#  2. profile: `peers.py --profile` at 65536 envs for 3 updates: both sides' program run once
-#     more under jax.profiler, their ops' time summed per kind (op_profile.py);
-#  3. peers: both sides' whole-run program, taking turns (compile and training timed apart),
-#     at 4096 and 65536 envs and 16 vmapped seeds of 512 envs;
-#  4. rejax lean and purerl on rejax's Breakout-MinAtar setting (peer_rejax.py: 32 envs x 32
-#     steps per seed) at 8 and 64 vmapped seeds, taking turns; rejax (pure Python) runs on the
-#     peer wheels' gymnax 0.0.9 and distrax, with purerl's pinned flax, optax and chex;
-#  5. Brax's PPO lean and purerl on Brax's inverted_pendulum setting scaled to 4096 and 65536
-#     envs and on hopper at 4096 envs (peer_brax.py), taking turns;
-#  6. throughput.py: purerl's training against its raw env loop at 4096 and 65536 envs;
-#  7. memory.py: XLA's accounting of a Breakout-MinAtar update at 4096 and 16384 envs.
-# The stages' limits add up to more than one device call's 600 s: STAGES picks some.
+# The GPU image (Python 3.12, jax 0.11 with CUDA) lacks gymnax, Hydra and tensorboardX; purerl's
+# flax, optax, chex and orbax-checkpoint are pinned to the CPU suite's versions, its brax extra
+# to the CPU brax venv's. PureJaxRL's gymnax 0.0.9 and distrax conflict with purerl's gymnax:
+# they install into a target of their own, first on the peers' path. PureJaxRL runs lean
+# (`DEBUG: False`, its wrappers.py's brax and navix imports left out). `run`'s stages, each in
+# its own processes under a time limit, in order: plans and profile (`peers.py --plans`,
+# `--profile` at 65,536 envs), peers (4,096 and 65,536 envs, 16 seeds of 512), rejax and brax
+# (their lean sides against purerl, `peer_rejax.py`, `peer_brax.py`), throughput, memory.
+# The limits add up to more than one device call's 600 s: STAGES picks some.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
