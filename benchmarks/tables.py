@@ -286,7 +286,12 @@ def summary() -> str:
                 ("4 envs", "1,024", "16,384"), sps.values())) + " |"]
     for setting in SUMMARY:
         rows.append(f"| {setting.label} | " + " | ".join(summary_cells(setting)) + " |")
-    return "\n".join(rows)
+    names = ["peers.json", "peers_lean.json", "peers_16384envs.json",
+             *dict.fromkeys(setting.results for setting in SUMMARY)]
+    dates = sorted(load(name)["date"][:10] for name in names)
+    versions = sorted({load(name)["purerl"]["versions"].get("purerl") for name in names})
+    return "\n".join(rows) + (f"\n\n*Measured {dates[0]} to {dates[-1]}, purerl "
+                              f"{', '.join(versions)}; `benchmarks/results/peers*.json`.*")
 
 
 def learning() -> str:
