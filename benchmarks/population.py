@@ -22,6 +22,7 @@ from pathlib import Path
 
 import jax
 from harness import timed
+from tables import population_table
 
 from purerl.config import Config, EnvConfig, SweepConfig
 from purerl.parallel.program import make_train
@@ -68,18 +69,6 @@ def measure(num_envs: int, updates: int, repeats: int) -> dict:
     return row
 
 
-def markdown(rows: list[dict]) -> str:
-    lines = ["| envs per member | compile 1 / 16 members (s) | train 1 / 16 members (s) "
-             "| steps/s 1 / 16 members | 16 members cost | 1 member, 16x envs, cost |",
-             "|---:|---:|---:|---:|---:|---:|"]
-    for r in rows:
-        lines.append(f"| {r['num_envs']} | {r['compile_s_one']:.1f} / "
-                     f"{r['compile_s_population']:.1f} | {r['train_s_one']:.2f} / "
-                     f"{r['train_s_population']:.2f} | {r['sps_one']:,} / "
-                     f"{r['sps_population']:,} | {r['cost']:.2f}x | {r['cost_wide']:.2f}x |")
-    return "\n".join(lines)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--num-envs", type=int, nargs="+", default=[4, 64])
@@ -93,7 +82,7 @@ def main() -> None:
         "machine": {"backend": jax.default_backend(), "processor": platform.processor(),
                     "cpus": os.cpu_count()},
         "sweep": {"lr": LRS, "ent_coef": ENT_COEFS}, "rows": rows}, indent=1))
-    print(markdown(rows))
+    print(population_table(rows))
 
 
 if __name__ == "__main__":

@@ -28,6 +28,8 @@ import sys
 import time
 from pathlib import Path
 
+from tables import scaling_table  # this file's folder is first on sys.path
+
 RESULTS = Path(__file__).resolve().parent / "results"
 SCALINGS = ("weak", "strong")
 
@@ -151,16 +153,6 @@ def with_efficiency(rows: list[dict]) -> list[dict]:
     return rows
 
 
-def markdown(rows: list[dict]) -> str:
-    lines = ["| mode | scaling | devices | envs | compile s | steps/s | speedup | efficiency "
-             "| all-reduce share |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
-    for r in rows:
-        lines.append(f"| {r['mode']} | {r['scaling']} | {r['devices']} | {r['num_envs']} "
-                     f"| {r['compile_s']:.1f} | {r['train_sps']:,} | {r['speedup']:.2f} "
-                     f"| {r['efficiency']:.2f} | {r['all_reduce_share']:.2f} |")
-    return "\n".join(lines)
-
-
 def plot(rows: list[dict], path: Path) -> None:
     """Training steps/s against devices, a panel per scaling, a line per mode and the ideal
     line from the first mode's single device; one legend below the panels."""
@@ -233,7 +225,7 @@ def main() -> None:
         "rows": rows,
     }, indent=1))
     plot(rows, args.out.with_suffix(".png"))
-    print(markdown(rows))
+    print(scaling_table(rows))
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ import jax.numpy as jnp
 from harness import timed
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
+from tables import suites_table
 
 from purerl.cli.preflight import config_dir
 from purerl.config import SUITES
@@ -103,16 +104,6 @@ def measure(preset: str, updates: int, repeats: int, reset_pool: int) -> dict:
     return row
 
 
-def markdown(rows: list[dict]) -> str:
-    lines = ["| preset | envs | reset pool | compile train / raw (s) | training steps/s "
-             "| raw env steps/s | training / raw |", "|---|---:|---:|---:|---:|---:|---:|"]
-    for r in rows:
-        lines.append(f"| {r['preset']} | {r['num_envs']} | {r['reset_pool'] or '-'} | "
-                     f"{r['compile_s_train']:.1f} / {r['compile_s_raw']:.1f} | "
-                     f"{r['train_sps']:,} | {r['raw_env_sps']:,} | {r['train_over_raw']:.2f} |")
-    return "\n".join(lines)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("presets", nargs="*", help="default: every installed suite's preset")
@@ -127,7 +118,7 @@ def main() -> None:
     args.out.write_text(json.dumps({
         "machine": {"backend": jax.default_backend(), "processor": platform.processor(),
                     "cpus": os.cpu_count()}, "rows": rows}, indent=1))
-    print(markdown(rows))
+    print(suites_table(rows))
 
 
 if __name__ == "__main__":

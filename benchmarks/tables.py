@@ -11,6 +11,7 @@ key of TABLES, or `plans:`, `profile:` or `work:` and a results file of `peers.p
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import re
 import statistics
@@ -27,6 +28,7 @@ PROCESS, TO_RETURN, SPS = "whole process", "time to the return", "training, comp
 FINAL = "final return"
 
 
+@functools.cache  # a summary reads each file once per measure and side; callers only read
 def load(name: str) -> dict:
     path = RESULTS / name
     if not path.is_file():
@@ -72,6 +74,14 @@ def peer_tables(result: dict) -> list[tuple[str, dict]]:
     return [(row, table) for row, tables in result["tables"].items() for table in tables]
 
 
+def sources_line(names: list[str]) -> str:
+    """The caption of a table drawn from several results files: each one's date, commit and
+    turns."""
+    return "*" + "; ".join(
+        f"`{name}` {load(name)['date'][:10]} (commit {load(name)['purerl']['commit'][:7]}, "
+        f"{load(name)['repeats']} turns)" for name in names) + ".*"
+
+
 def peers_detail() -> str:
     """Every other peer's results files as one table: a line per program and side, each cell
     `peer / purerl (purerl / peer)`, and the files' dates and commits below."""
@@ -85,9 +95,8 @@ def peers_detail() -> str:
             cells = [pair(line_of(table, start), theirs, ours) for start in (TO_RETURN, SPS, FINAL)]
             lines.append(f"| {result['peer']}: {table['program']} | {HEADINGS[theirs]} / "
                          f"{HEADINGS[ours]} | " + " | ".join(cells) + " |")
-        sources.append(f"`{name}` {result['date'][:10]} (commit "
-                       f"{result['purerl']['commit'][:7]}, {result['repeats']} turns)")
-    return "\n".join(lines) + "\n\n*" + "; ".join(sources) + ".*"
+        sources.append(name)
+    return "\n".join(lines) + "\n\n" + sources_line(sources)
 
 
 def purejaxrl_detail() -> str:
@@ -109,9 +118,8 @@ def purejaxrl_detail() -> str:
             for program, measures in programs.items():
                 lines.append(f"| {program} | {HEADINGS[sides[0]]} / {HEADINGS[sides[1]]} | "
                              + " | ".join(pair(m, *sides) for m in measures) + " |")
-        sources.append(f"`{name}` {result['date'][:10]} (commit "
-                       f"{result['purerl']['commit'][:7]}, {result['repeats']} turns)")
-    return "\n".join(lines) + "\n\n*" + "; ".join(sources) + ".*"
+        sources.append(name)
+    return "\n".join(lines) + "\n\n" + sources_line(sources)
 
 
 def plans(name: str) -> str:
@@ -323,15 +331,39 @@ def rows_table(names: str | tuple, columns: list[tuple[str, str, str]]) -> str:
     return "\n".join(lines)
 
 
-def population() -> str:
-    lines = ["| envs per member | compile s, 1 / 16 members | train s, 1 / 16 members | "
-             "16 members cost | 1 member with 16x envs cost |",
-             "| ---: | ---: | ---: | ---: | ---: |"]
-    for r in load("population.json")["rows"]:
+def population_table(rows: list[dict]) -> str:
+    """A vmapped 16-member sweep against one member and one member with 16x the envs
+    (`population.py`, which prints it too)."""
+    lines = ["| envs per member | compile 1 / 16 members (s) | train 1 / 16 members (s) "
+             "| steps/s 1 / 16 members | 16 members cost | 1 member, 16x envs, cost |",
+             "|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
         lines.append(f"| {r['num_envs']} | {r['compile_s_one']:.1f} / "
                      f"{r['compile_s_population']:.1f} | {r['train_s_one']:.2f} / "
-                     f"{r['train_s_population']:.2f} | "
-                     f"{r['cost']:.1f}x | {r['cost_wide']:.1f}x |")
+                     f"{r['train_s_population']:.2f} | {r['sps_one']:,} / "
+                     f"{r['sps_population']:,} | {r['cost']:.2f}x | {r['cost_wide']:.2f}x |")
+    return "\n".join(lines)
+
+
+def scaling_table(rows: list[dict]) -> str:
+    """Devices and processes, weak and strong scaling (`scaling.py`, which prints it too)."""
+    lines = ["| mode | scaling | devices | envs | compile s | steps/s | speedup | efficiency "
+             "| all-reduce share |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        lines.append(f"| {r['mode']} | {r['scaling']} | {r['devices']} | {r['num_envs']} "
+                     f"| {r['compile_s']:.1f} | {r['train_sps']:,} | {r['speedup']:.2f} "
+                     f"| {r['efficiency']:.2f} | {r['all_reduce_share']:.2f} |")
+    return "\n".join(lines)
+
+
+def suites_table(rows: list[dict]) -> str:
+    """Each suite's preset, training against raw stepping (`suites.py`, which prints it too)."""
+    lines = ["| preset | envs | reset pool | compile train / raw (s) | training steps/s "
+             "| raw env steps/s | training / raw |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        lines.append(f"| {r['preset']} | {r['num_envs']} | {r['reset_pool'] or '-'} | "
+                     f"{r['compile_s_train']:.1f} / {r['compile_s_raw']:.1f} | "
+                     f"{r['train_sps']:,} | {r['raw_env_sps']:,} | {r['train_over_raw']:.2f} |")
     return "\n".join(lines)
 
 
@@ -365,15 +397,10 @@ TABLES = {
     "memory": lambda: rows_table("memory.json", [
         ("num_envs", "num_envs", "d"), ("CPU tricks forced", "cpu_tricks_forced", ""),
         ("temporaries GiB", "temporaries_gib", ".2f"), ("peak GiB", "peak_gib", ".2f")]),
-    "population": population,
-    "scaling": lambda: rows_table("scaling.json", [
-        ("mode", "mode", ""), ("scaling", "scaling", ""), ("devices", "devices", "d"),
-        ("envs", "num_envs", "d"), ("steps/s", "train_sps", ",d"),
-        ("efficiency", "efficiency", ".2f")]),
-    "suites": lambda: rows_table(("suites.json", "suites_reset_pool.json"), [
-        ("preset", "preset", ""), ("envs", "num_envs", "d"),
-        ("`env.reset_pool`", "reset_pool", "d"), ("train steps/s", "train_sps", ",d"),
-        ("raw steps/s", "raw_env_sps", ",d")]),
+    "population": lambda: population_table(load("population.json")["rows"]),
+    "scaling": lambda: scaling_table(load("scaling.json")["rows"]),
+    "suites": lambda: suites_table([row for name in ("suites.json", "suites_reset_pool.json")
+                                    for row in load(name)["rows"]]),
     "gpu": gpu,
     "gpu-throughput": lambda: rows_table("gpu/throughput.json", [
         ("num_envs", "num_envs", ",d"), ("compile s", "compile_s", ".1f"),
