@@ -1,18 +1,14 @@
-"""A run through the faults of a cluster, each followed by the same `resume=auto` command, against
-the same run never stopped: do they end bit-identical, and what did the faults cost?
+"""A run through a cluster's faults, each followed by the same `resume=auto` command, against the
+same run never stopped: do they end bit-identical, and what did the faults cost?
 
     python benchmarks/chaos.py                       # writes results/chaos.json
     python benchmarks/chaos.py --kills 12 --total 4e6
 
-The faults, in a random order (the seed's): SIGKILL at a random moment `--kills` times (of a
-uniform delay after the run has started training, so some land mid-checkpoint), SIGTERM once
-(the run checkpoints and exits 143), the newest checkpoint's files truncated once (it must be
-skipped), and one write failure (a file-size limit just above what the run has written, as a
-disk filling up; exit 1). Between faults the run goes on with `resume=auto`, and once they are
-all done it runs to its end. The report: the faults and exit codes, the updates run again, the
-wall time of the faulted run against the uninterrupted one, and whether metrics.jsonl, the
-params and the optimizer state are bit-identical. The checkpoint cost at the default interval
-is the uninterrupted run's `checkpoint_s` against its `train_s`."""
+The faults, in the seed's random order: SIGKILL `--kills` times at a random moment after
+training starts (some land mid-checkpoint), SIGTERM once (checkpoints, exits 143), the newest
+checkpoint truncated once (it must be skipped), and a write failure (a file-size limit, as a
+full disk). Reported: the faults and exit codes, the updates run again, both runs' wall time,
+whether metrics.jsonl, params and optimizer state are bit-identical, and the checkpoint cost."""
 
 from __future__ import annotations
 
@@ -28,8 +24,10 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from harness import REPO
+
 TRAINING = "update "  # a progress line: the run is past compiling
+DAMAGED = "skipped, it does not restore"  # what a start says of a checkpoint it skips
 
 
 def main() -> None:
@@ -60,17 +58,15 @@ def main() -> None:
         faulted_s = time.monotonic() - tick
         if finished.returncode:
             sys.exit(f"the last resume failed: {finished.stderr[-2000:]}")
-        log.append({"fault": "none: to the end", "code": 0, "skipped_damaged":
-                    "skipped, it does not restore" in finished.stdout})
+        log.append({"fault": "none: to the end", "code": 0,
+                    "skipped_damaged": DAMAGED in finished.stdout})
         report = {
-            "command": "python " + shlex.join(command),
-            "faults": log,
-            "starts": len(faults) + 1,
-            "identical_metrics": _same_file(whole, faulted, "metrics.jsonl"),
+            "command": "python " + shlex.join(command), "faults": log, "starts": len(faults) + 1,
+            "identical_metrics": ((whole / "metrics.jsonl").read_bytes()
+                                  == (faulted / "metrics.jsonl").read_bytes()),
             "identical_state": _same_state(whole, faulted),
             "updates_run_again": sum(f.get("lost_updates", 0) for f in log),
-            "uninterrupted_s": round(whole_s, 1),
-            "faulted_s": round(faulted_s, 1),
+            "uninterrupted_s": round(whole_s, 1), "faulted_s": round(faulted_s, 1),
             "checkpoint_cost": _checkpoint_cost(whole, args.every),
         }
     Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
@@ -100,8 +96,7 @@ def _inject(fault: str, command, run_dir: Path, rng: random.Random) -> dict:
     if fault == "write":
         written = sum(p.stat().st_size for p in run_dir.glob("*.jsonl")) if run_dir.exists() else 0
         result = _run(command, run_dir, limit_kb=written // 1024 + 64)
-        said, stdout = result.stderr.strip()[-300:], result.stdout
-        entry["code"] = result.returncode
+        entry["code"], said, stdout = result.returncode, result.stderr.strip()[-300:], result.stdout
     else:
         proc = subprocess.Popen([sys.executable, *command, f"hydra.run.dir={run_dir}"],
                                 cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -116,19 +111,13 @@ def _inject(fault: str, command, run_dir: Path, rng: random.Random) -> dict:
         rest, stderr = proc.communicate()
         stdout, said = stdout + rest, stderr.strip()[-300:] if fault == "term" else ""
         entry["code"] = proc.returncode
-    entry["said"] = said
-    entry["skipped_damaged"] = "skipped, it does not restore" in stdout
-    after = Checkpoints(run_dir / CHECKPOINTS).latest()
-    updates = [json.loads(line)["update"] for line in
-               (run_dir / "metrics.jsonl").read_text().splitlines()[-1:]
-               if line.strip().endswith("}")] if (run_dir / "metrics.jsonl").exists() else []
-    entry["checkpoint_after"] = after
+    entry["said"], entry["skipped_damaged"] = said, DAMAGED in stdout
+    metrics = run_dir / "metrics.jsonl"
+    last = metrics.read_text().splitlines()[-1:] if metrics.exists() else []
+    updates = [json.loads(line)["update"] for line in last if line.strip().endswith("}")]
+    entry["checkpoint_after"] = after = Checkpoints(run_dir / CHECKPOINTS).latest()
     entry["lost_updates"] = max(0, (updates[0] if updates else 0) - (after or 0))
     return entry
-
-
-def _same_file(a: Path, b: Path, name: str) -> bool:
-    return (a / name).read_bytes() == (b / name).read_bytes()
 
 
 def _same_state(a: Path, b: Path) -> bool:
@@ -144,8 +133,8 @@ def _same_state(a: Path, b: Path) -> bool:
 
 
 def _checkpoint_cost(run_dir: Path, every: int) -> dict:
-    """The uninterrupted run's checkpoints: their time, each one's, and the fraction of a
-    run's time one takes every `checkpoint.every_s` = 600 s (the default)."""
+    """The uninterrupted run's checkpoints: their time, each one's, and the fraction of a run's
+    time one takes every `checkpoint.every_s` = 600 s (the default)."""
     summary = json.loads((run_dir / "summary.json").read_text())
     saves = -(-summary["updates"] // every)  # every `every` updates and the last
     each = summary["checkpoint_s"] / saves

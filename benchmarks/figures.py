@@ -5,7 +5,8 @@ over devices and processes is `scaling.py`'s figure."""
 
 from __future__ import annotations
 
-from tables import HEADINGS, RESULTS, SPS, SUMMARY, TO_RETURN, load, setting_line
+from harness import heading
+from tables import PUREJAXRL, RESULTS, SPS, SUMMARY, TO_RETURN, load, setting_line
 
 
 def pyplot():
@@ -20,14 +21,12 @@ def pyplot():
 def purejaxrl_rates() -> dict:
     """`{(side, platform): [(num_envs, median steps/s)]}` of the PureJaxRL rows (one seed)."""
     rates = {}
-    for name in ("peers.json", "peers_16384envs.json"):
-        result = load(name)
-        for row, turns in result["rows"].items():
-            if row.endswith("envs"):
-                for side in ("purerl", "purejaxrl"):
-                    runs = sorted(turn[side][0]["sps"] for turn in turns)
-                    rates.setdefault((side, "CPU"), []).append(
-                        (turns[0][side][0]["num_envs"], runs[len(runs) // 2]))
+    for row, turns in (item for name in PUREJAXRL for item in load(name)["rows"].items()):
+        if row.endswith("envs"):
+            for side in ("purerl", "purejaxrl"):
+                runs = sorted(turn[0][side]["sps"] for turn in turns)
+                rates.setdefault((side, "CPU"), []).append(
+                    (turns[0][0][side]["num_envs"], runs[len(runs) // 2]))
     for side in ("purerl", "purejaxrl"):
         for program in load(f"gpu/{side}_1.json"):
             if program["num_seeds"] == 1:
@@ -67,7 +66,7 @@ def draw_time_to_return(path) -> None:
         for side, ours in ((setting.lean, "purerl"), (setting.shipped, setting.shipped_against)):
             line = setting_line(setting, side, TO_RETURN, ours) if side else None
             if line and line.get(ours) and line.get(side):
-                bars.append((f"{setting.label.split(' (')[0]}: {HEADINGS[side]}",
+                bars.append((f"{setting.label.split(' (')[0]}: {heading(side)}",
                              line[side]["median"], line[ours]["median"]))
     fig, ax = plt.subplots(figsize=(9, 0.4 * len(bars) + 1.2), layout="constrained")
     positions = range(len(bars))

@@ -1,83 +1,121 @@
-"""The harness the benchmarks share: where they live, how a side's command is run and timed,
-what a result records of the machine, the packages and the checkout, and how two sides'
-numbers become a table's line (each side's median and range over the turns, and their ratio).
-`peers.py` and `other_peers.py` run the turns; this module runs no peer and imports no side."""
+"""What the benchmarks share, in plain Python at import (a peer's driver runs it under the peer's
+venv, where purerl may not be installed): the one timer of compiled programs, the peer protocol,
+how a driver reads a learning curve to a time to a return, and how two sides' numbers become a
+table's line.
+
+A curve is the env steps (of one seed) at each point and the training return there (a mean over
+seeds). Time to a return is the wall time from the process's start until the curve first reaches
+the env's threshold: read off the wall clock at each point where a side takes it, else start-up
+and compile plus the share of the training time the steps up to that point took."""
 
 from __future__ import annotations
 
+import argparse
 import json
+import math
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 BENCHMARKS = Path(__file__).resolve().parent
-
-
 REPO = BENCHMARKS.parent
-
-
 PURERL_PACKAGES = ["purerl", "jax", "jaxlib", "flax", "optax", "chex", "gymnax", "hydra-core",
                    "numpy"]
+THRESHOLDS = {"CartPole-v1": 475.0, "Breakout-MinAtar": 10.0, "brax/inverted_pendulum": 950.0,
+              "brax/hopper": 1500.0}  # the return that counts as solved
+LAUNCHED_AT = "PEERS_LAUNCHED_AT"  # peers.py's wall clock at a driver's launch
+WARM_CACHE = "PEER_COMPILE_CACHE"  # the compile cache of a warm purerl side
+# jax.monitoring's durations of each compile: tracing and lowering, then XLA's compile (drivers
+# whose peer compiles inside its own call read its compile time off them)
+LOWERING_EVENTS = ("/jax/core/compile/jaxpr_trace_duration",
+                   "/jax/core/compile/jaxpr_to_mlir_module_duration")
+COMPILE_EVENTS = (*LOWERING_EVENTS, "/jax/core/compile/backend_compile_duration")
+# A command still running after this long has hung (jaxlib's batched LAPACK QR can wait forever
+# for XLA:CPU's pool threads): it is killed and run once more.
+HUNG_AFTER_S = 600
 
 
-VERSIONS_SCRIPT = """
-import importlib.metadata, json, platform, sys
-def version(name):
-    try:
-        return importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:
-        return None
-print(json.dumps({"python": platform.python_version(), **{n: version(n) for n in sys.argv[1:]}}))"""
+class CompileClock:
+    """A `jax.monitoring` listener: `(event, seconds, wall clock at its end)` of each of JAX's
+    compile events."""
+
+    def __init__(self):
+        self.spans = []
+
+    def __call__(self, event: str, duration: float, **_) -> None:
+        if event in COMPILE_EVENTS:
+            self.spans.append((event, duration, time.time()))
+
+    def seconds(self, events: tuple = COMPILE_EVENTS) -> float:
+        return sum(duration for event, duration, _ in self.spans if event in events)
+
+
+class Peer(NamedTuple):
+    """A peer as `peers.py` runs it: its driver (a file in benchmarks/, `DRIVER SIDE PROGRAM
+    OUT`), its sides, rows (name: programs), packages whose versions are recorded, how to get
+    it; purerl's sides and the purerl sides each peer side is compared with; `row_sides`: rows
+    whose sides differ, `(purerl sides, peer sides)`; `warm_sides` read a compile cache that an
+    untimed run fills first; `options`: which of peers.py's plan, profile and work the driver
+    honours; `accelerator_rows` run only when named."""
+
+    driver: str
+    sides: tuple
+    rows: dict
+    packages: list
+    get_it: str
+    purerl_in_peer_python: bool = False  # the peer's venv runs purerl's sides too
+    hung_after_s: float = HUNG_AFTER_S
+    purerl_sides: tuple = ("purerl",)
+    compared_with: dict = {}
+    row_sides: dict = {}
+    warm_sides: tuple = ()
+    options: tuple = ()
+    accelerator_rows: tuple = ()
+
+    def sides_of(self, row: str) -> tuple[tuple, tuple]:
+        return self.row_sides.get(row, (self.purerl_sides, self.sides))
 
 
 def subprocess_env() -> dict:
-    """This process's environment without JAX's cache variable: each run says where its cache
-    is, or that it has none."""
+    """This environment without JAX's cache variable: each run says where its cache is."""
     return {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
-
-
-# A command still running after this long has hung: jaxlib's batched LAPACK QR (PureJaxRL's
-# vmapped make_train draws its orthogonal inits in one) can wait forever for XLA:CPU's pool
-# threads. It is killed and run once more.
-HUNG_AFTER_S = 600
 
 
 def timed_run(command: list, cwd: Path, log: Path, env: dict | None = None,
               hung_after_s: float = HUNG_AFTER_S) -> float:
-    """Wall seconds of `command` from start to exit; its output goes to `log`. A command still
-    running after `hung_after_s` has hung: it is run again once; exits with the end of its
-    output when the command fails or hangs twice."""
+    """Wall seconds of `command`, its output to `log`; run again once if it hangs; exits with
+    the end of its output when it fails or hangs twice."""
     name = " ".join(map(str, command))
     for attempt in (1, 2):
         with log.open("w") as out:
             start = time.perf_counter()
             try:
-                returncode = subprocess.run(command, cwd=cwd, env=env or subprocess_env(),
-                                            stdout=out, stderr=subprocess.STDOUT,
-                                            timeout=hung_after_s).returncode
+                code = subprocess.run(command, cwd=cwd, env=env or subprocess_env(), stdout=out,
+                                      stderr=subprocess.STDOUT, timeout=hung_after_s).returncode
             except subprocess.TimeoutExpired:
                 print(f"{name} hung: killed after {hung_after_s:g} s"
                       + ("; running it again" if attempt == 1 else ""), flush=True)
                 continue
             wall_s = time.perf_counter() - start
-        if returncode:
-            sys.exit(f"{name} exited {returncode}; the end of its output:\n"
-                     f"{log.read_text()[-3000:]}")
+        if code:
+            sys.exit(f"{name} exited {code}; the end of its output:\n{log.read_text()[-3000:]}")
         return wall_s
     sys.exit(f"{name} hung twice; the end of its output:\n{log.read_text()[-3000:]}")
 
 
 def timed(programs: dict, key, repeats: int = 1) -> tuple[dict, dict]:
-    """The benchmarks' one timer of compiled programs: each called `repeats` times, taking
-    turns (a slow spell of this shared machine then hits all of them alike), each call up to
-    `jax.block_until_ready`; the first call with `key`, the others with `fold_in(key, i)`."""
+    """The one timer of compiled programs: each called `repeats` times, taking turns, each call
+    up to `jax.block_until_ready`; the first with `key`, the others with `fold_in(key, i)`.
+    Returns each program's best seconds and last output."""
     import jax
 
-    best, outputs = {name: float("inf") for name in programs}, {}
+    best, outputs = dict.fromkeys(programs, float("inf")), {}
     for i in range(repeats):
         call_key = key if i == 0 else jax.random.fold_in(key, i)
         for name, compiled in programs.items():
@@ -89,7 +127,8 @@ def timed(programs: dict, key, repeats: int = 1) -> tuple[dict, dict]:
 
 def compile_and_run(train, key, jit: bool = True,
                     profile: Path | None = None) -> tuple[dict, object]:
-    """`jax.jit(train).lower(key)`, its `.compile()` and one call (`timed`), timed apart."""
+    """`jax.jit(train).lower(key)`, its `.compile()` and one call, timed apart (and one more
+    call traced into `profile`, its op time per kind)."""
     import jax
 
     start = time.perf_counter()
@@ -108,10 +147,8 @@ def compile_and_run(train, key, jit: bool = True,
 
 
 def start_jax(compile_cache: str | None = None) -> None:
-    """Turns JAX's persistent compilation cache off, so that every compile is cold (or, on a
-    purerl side, points it at `compile_cache` as purerl's command line sets its cache up), and
-    pays JAX's one-time start-up (backend, jit machinery) here rather than in the first
-    compile."""
+    """JAX's persistent cache off (every compile cold) or at `compile_cache` as purerl's command
+    line sets it, and JAX's one-time start-up paid here rather than in the first compile."""
     import jax
     import jax.numpy as jnp
 
@@ -125,19 +162,34 @@ def start_jax(compile_cache: str | None = None) -> None:
 
 
 def purerl_curve(config, metrics) -> tuple[list, list]:
-    """A purerl run's training curve, as the other peers' drivers read it."""
+    """A purerl run's curve: each update's mean return of the episodes that ended in it."""
     import numpy as np
 
-    sums = np.asarray(metrics.episode_return_sum, dtype=np.float64).reshape(
-        -1, config.num_updates).sum(axis=0)
+    sums = np.asarray(metrics.episode_return_sum, np.float64).reshape(-1, config.num_updates)
     counts = np.asarray(metrics.episode_count).reshape(-1, config.num_updates).sum(axis=0)
     with np.errstate(invalid="ignore", divide="ignore"):
-        returns = (sums / counts).tolist()
+        returns = (sums.sum(axis=0) / counts).tolist()
     return [config.batch_size * k for k in range(1, config.num_updates + 1)], returns
 
 
+def purerl_side(config, make_train_kwargs: dict | None = None, launched: float = 0.0,
+                key_seed: int = 0) -> dict:
+    """purerl's whole-run program of `config`, compiled and run: a driver's run dict."""
+    import jax
+
+    import purerl
+
+    purerl.validate(config, jax.local_device_count())
+    timings, output = compile_and_run(purerl.make_train(config, **(make_train_kwargs or {})),
+                                      jax.random.key(key_seed))
+    steps, returns = purerl_curve(config, output[1])
+    return {**timings, "before_train_s": round(seconds_since(launched) - timings["train_s"], 3),
+            "env_steps": config.num_updates * config.batch_size, "steps": steps,
+            "returns": returns, "times": None}
+
+
 def cpu_devices(num_seeds: int = 8) -> int:
-    """The CPU devices the command line splits `num_seeds` seeds over here (`cpu_devices=0`)."""
+    """The CPU devices the command line splits `num_seeds` seeds over (`cpu_devices=0`)."""
     from purerl.config import auto_cpu_devices
 
     return auto_cpu_devices([num_seeds])
@@ -145,39 +197,172 @@ def cpu_devices(num_seeds: int = 8) -> int:
 
 def cut(programs: list, total_timesteps: int | None) -> list:
     """Programs with their budget cut, for a check."""
-    if not total_timesteps:
-        return programs
-    return [dict(p, total_timesteps=total_timesteps) for p in programs]
+    return [dict(p, total_timesteps=total_timesteps) for p in programs] if total_timesteps \
+        else programs
+
+
+def launched_at(fallback: float) -> float:
+    """When this process was launched: peers.py's stamp, else `fallback`."""
+    return float(os.environ.get(LAUNCHED_AT) or fallback)
+
+
+def seconds_since(start: float) -> float:
+    return round(time.time() - start, 3)
+
+
+def reach_index(returns, threshold: float) -> int | None:
+    """The index of the curve's first point at or above `threshold`."""
+    return next((i for i, v in enumerate(returns)
+                 if v is not None and not math.isnan(v) and v >= threshold), None)
+
+
+def first_reach(steps, returns, threshold: float) -> int | None:
+    index = reach_index(returns, threshold)
+    return None if index is None else int(steps[index])
+
+
+def time_to_return(steps, returns, threshold: float, *, before_train_s: float, train_s: float,
+                   total_steps: int) -> float | None:
+    """Seconds from the process's start to the curve's first reach, at a steady rate."""
+    reached = first_reach(steps, returns, threshold)
+    if reached is None:
+        return None
+    return round(before_train_s + train_s * min(1.0, reached / total_steps), 3)
+
+
+def clock_time_to_return(times, returns, threshold: float, launched: float) -> float | None:
+    """The same from the wall clock taken at each point."""
+    index = reach_index(returns, threshold)
+    taken = [t for t in times[:index + 1] if t is not None] if index is not None else []
+    return round(taken[-1] - launched, 3) if taken else None
+
+
+def moving_mean(values, fraction: float = 0.05) -> list:
+    """A curve's trailing mean over a share of its points, NaNs left out (over the same share,
+    two runs of one budget span the same env steps)."""
+    window, means = max(1, math.ceil(fraction * len(values))), []
+    for end in range(1, len(values) + 1):
+        kept = [v for v in values[max(0, end - window):end] if v is not None and not math.isnan(v)]
+        means.append(sum(kept) / len(kept) if kept else float("nan"))
+    return means
+
+
+def reaching(steps, returns, threshold: float, *, launched: float, times=None,
+             before_train_s: float | None = None, train_s: float | None = None,
+             total_steps: int | None = None) -> dict:
+    """When the curve first reaches `threshold`, and when its moving mean over a twentieth of
+    the run does (a point of one or two episodes reaches early by chance)."""
+    def seconds(curve):
+        if times is not None:
+            return clock_time_to_return(times, curve, threshold, launched)
+        return time_to_return(steps, curve, threshold, before_train_s=before_train_s,
+                              train_s=train_s, total_steps=total_steps)
+
+    smooth = moving_mean(returns)
+    return {"threshold": threshold, "reached_at_steps": first_reach(steps, returns, threshold),
+            "time_to_return_s": seconds(returns),
+            "reached_smoothed_at_steps": first_reach(steps, smooth, threshold),
+            "time_to_return_smoothed_s": seconds(smooth),
+            "time_to_return_from": "rate" if times is None else "clock"}
+
+
+def tail_mean(values, fraction: float = 0.05) -> float | None:
+    """The mean of the curve's last `fraction` of points (at least one), NaNs left out."""
+    kept = [v for v in values[-max(1, math.ceil(fraction * len(values))):]
+            if v is not None and not math.isnan(v)]
+    return round(sum(kept) / len(kept), 1) if kept else None
+
+
+def monitor_episodes(folder: Path) -> tuple[float, list[tuple]]:
+    """SB3 `Monitor` files under `folder` (`<rank>.monitor.csv`: a `#` JSON line with the wall
+    clock `t_start`, a header, `r,l,t` rows): the earliest start and `(rank, return, length,
+    wall clock)` per episode."""
+    starts, episodes = [], []
+    for path in sorted(Path(folder).rglob("*.monitor.csv")):
+        lines = path.read_text().splitlines()
+        starts.append(json.loads(lines[0].lstrip("#"))["t_start"])
+        for row in lines[2:]:
+            r, length, t = row.split(",")[:3]
+            episodes.append((int(path.name.split(".")[0]), float(r), int(length),
+                             starts[-1] + float(t)))
+    return min(starts), episodes
+
+
+def rollout_curve(episodes: list[tuple], n_envs: int, rollout_steps: int,
+                  total_steps: int) -> tuple[list, list, list]:
+    """Each rollout's mean return of the episodes that ended in it: the `n_envs` envs step
+    together, so env `rank`'s episode ends at `n_envs x` that env's steps so far."""
+    count = -(-total_steps // rollout_steps)
+    sums, ended, times, lived = [0.0] * count, [0] * count, [None] * count, {}
+    for rank, value, length, at in episodes:
+        lived[rank] = lived.get(rank, 0) + length
+        rollout = min(count, -(-n_envs * lived[rank] // rollout_steps)) - 1
+        sums[rollout] += value
+        ended[rollout] += 1
+        times[rollout] = max(at, times[rollout] or at)
+    returns = [s / n if n else float("nan") for s, n in zip(sums, ended)]
+    return [rollout_steps * (k + 1) for k in range(count)], returns, times
+
+
+def rounded(values) -> list:
+    """Returns for JSON: to 0.01, None for NaN."""
+    return [None if v is None or math.isnan(v) else round(v, 2) for v in values]
+
+
+def peak_rss_mib() -> float:
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def side_result(spec: dict, side: str, env: str, run: dict, *, kind: str, startup_s: float,
+                launched: float, num_seeds: int = 1) -> dict:
+    """A driver's result of one run: the program, its timings, steps/s, final return, time to
+    the env's threshold, peak memory and curve."""
+    run = dict(run)
+    steps, returns, times = run.pop("steps"), run.pop("returns"), run.pop("times")
+    return {**spec, "side": side, "env": env, "num_seeds": num_seeds, "startup_s": startup_s,
+            **run, "sps": round(num_seeds * run["env_steps"] / run["train_s"]),
+            "final_return": tail_mean(returns),
+            **reaching(steps, returns, THRESHOLDS[env], launched=launched, times=times,
+                       before_train_s=run["before_train_s"], train_s=run["train_s"],
+                       total_steps=run["env_steps"]),
+            "peak_rss_mib": peak_rss_mib(),
+            "curve": {"kind": kind, "steps": steps, "returns": rounded(returns)}}
+
+
+def driver_main(description: str, sides: tuple, measure, started: float) -> None:
+    """A driver's command line, `DRIVER SIDE PROGRAM OUT`: `measure(program, side, launched)`'s
+    result, with the process's time so far, written to OUT."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("side", choices=sides)
+    parser.add_argument("program", type=json.loads, help="the program, a JSON object")
+    parser.add_argument("out", type=Path)
+    args = parser.parse_args()
+    launched = launched_at(started)
+    result = measure(args.program, args.side, launched)
+    result["process_s"] = seconds_since(launched)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps({k: v for k, v in result.items() if k not in ("curve", "ep_rew_mean")}),
+          flush=True)
 
 
 def stats(values: list) -> dict | None:
     values = [v for v in values if v is not None]
-    if not values:
-        return None
     return {"median": statistics.median(values), "min": min(values), "max": max(values),
-            "values": values}
+            "values": values} if values else None
 
 
-PEER_SIDES = ("purejaxrl", "purerl")  # the sides of a table's line: the ratio's denominator first
-
-
-GRU_VS_MLP_SIDES = ("mlp", "gru")
-
-
-def comparison(what: str, unit: str, purejaxrl: list, purerl: list, ratio_of: str | None,
-               paired: bool = True, sides: tuple = PEER_SIDES) -> dict:
-    """One line of the table: each side's values over the turns, and purerl / PureJaxRL of
-    their medians where `ratio_of` ("time" or "steps/s") says what the ratio compares; with
-    `paired` (the i-th values of the two sides come from the same turn), the range of that
-    ratio over the turns too. `sides` names the two sides in the line (gru-vs-mlp: MLP in
-    place of PureJaxRL, GRU in place of purerl)."""
-    theirs, ours = sides
-    line = {"what": what, "unit": unit, theirs: stats(purejaxrl), ours: stats(purerl),
+def comparison(what: str, unit: str, theirs: list, ours: list, ratio_of: str | None,
+               sides: tuple = ("purejaxrl", "purerl")) -> dict:
+    """One line of a table: each side's values over the turns, and ours / theirs of the medians
+    where `ratio_of` says what it compares, with its range over the turns where both sides
+    have every turn."""
+    their_side, our_side = sides
+    line = {"what": what, "unit": unit, their_side: stats(theirs), our_side: stats(ours),
             "ratio_of": ratio_of, "ratio": None, "turn_ratios": None}
-    if ratio_of and line[theirs] and line[ours]:
-        line["ratio"] = round(line[ours]["median"] / line[theirs]["median"], 3)
-        if paired:
-            line["turn_ratios"] = [round(a / b, 3) for a, b in zip(purerl, purejaxrl)]
+    if ratio_of and line[their_side] and line[our_side]:
+        line["ratio"] = round(line[our_side]["median"] / line[their_side]["median"], 3)
+        if None not in theirs + ours:
+            line["turn_ratios"] = [round(a / b, 3) for a, b in zip(ours, theirs)]
     return line
 
 
@@ -193,23 +378,23 @@ def formatted(values: dict | None, unit: str) -> str:
     return f"{one(values['median'])} ({one(values['min'])}-{one(values['max'])})"
 
 
-# How a table heads each side's column.
-HEADINGS = {"purejaxrl": "PureJaxRL", "purerl": "purerl", "mlp": "purerl MLP",
-            "gru": "purerl GRU", "rejax": "rejax", "rejax-lean": "rejax lean",
-            "stoix": "Stoix", "stoix-lean": "Stoix lean",
-            "sb3-zoo": "SB3 (RL Zoo)", "sb3": "SB3", "sbx": "sbx", "brax": "Brax",
-            "brax-lean": "Brax lean", "purerl-eval": "purerl with evaluations",
+HEADINGS = {"purejaxrl": "PureJaxRL", "purejaxrl-lean": "PureJaxRL lean", "purerl": "purerl",
+            "rejax": "rejax", "rejax-lean": "rejax lean", "stoix": "Stoix",
+            "stoix-lean": "Stoix lean", "sb3-zoo": "SB3 (RL Zoo)", "sb3": "SB3", "sbx": "sbx",
+            "brax": "Brax", "brax-lean": "Brax lean", "purerl-eval": "purerl with evaluations",
             "purerl-warm": "purerl, compile cache warm"}
 
 
-def markdown(lines: list[dict], sides: tuple = PEER_SIDES) -> str:
-    """The table of `lines`, whose sides `sides` names: (the ratio's denominator, numerator),
-    keys of HEADINGS."""
+def heading(side: str) -> str:
+    """How a table heads a side's column (`purerl:<plan>`: purerl on that plan)."""
+    return HEADINGS.get(side) or f"purerl, plan {side.removeprefix('purerl:')}"
+
+
+def markdown(lines: list[dict], sides: tuple) -> str:
+    """The table of `lines`, whose `sides` are (the ratio's denominator, numerator)."""
     theirs, ours = sides
-    ratio_heading = ("GRU / MLP" if sides == GRU_VS_MLP_SIDES
-                     else f"{HEADINGS[ours]} / {HEADINGS[theirs]}")
-    table = [f"| what | {HEADINGS[theirs]} | {HEADINGS[ours]} | {ratio_heading} | ratio of |",
-             "| --- | ---: | ---: | ---: | --- |"]
+    table = [f"| what | {heading(theirs)} | {heading(ours)} | {heading(ours)} / {heading(theirs)}"
+             " | ratio of |", "| --- | ---: | ---: | ---: | --- |"]
     for line in lines:
         ratio = "" if line["ratio"] is None else f"{line['ratio']:.2f}"
         if line["turn_ratios"]:
@@ -221,10 +406,19 @@ def markdown(lines: list[dict], sides: tuple = PEER_SIDES) -> str:
     return "\n".join(table)
 
 
+VERSIONS_SCRIPT = """
+import importlib.metadata, json, platform, sys
+def version(name):
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+print(json.dumps({"python": platform.python_version(), **{n: version(n) for n in sys.argv[1:]}}))"""
+
+
 def package_versions(python: str, packages: list[str]) -> dict:
-    output = subprocess.run([python, "-c", VERSIONS_SCRIPT, *packages], capture_output=True,
-                            text=True, check=True).stdout
-    return json.loads(output)
+    return json.loads(subprocess.run([python, "-c", VERSIONS_SCRIPT, *packages],
+                                     capture_output=True, text=True, check=True).stdout)
 
 
 def git_state(path: Path) -> dict:
@@ -237,7 +431,6 @@ def git_state(path: Path) -> dict:
 
 
 def machine() -> dict:
-    """This machine, as a result's JSON records it."""
     return {"cpus": os.cpu_count(), "platform": platform.platform(),
             "processor": platform.processor() or platform.machine(),
             "load_average_at_start": os.getloadavg()}

@@ -3,17 +3,8 @@
     python benchmarks/memory.py                          # 4096 and 16384 envs
     python benchmarks/memory.py --num-envs 1024 4096 --out results/memory.json
 
-For each num_envs it compiles the training program of one update of the `breakout-minatar`
-preset (its CNN, 128 steps, 4 epochs x 8 minibatches) and reads XLA's own accounting of the
-compiled program (`Compiled.memory_analysis()`): the arguments, the outputs and the temporary
-buffers it allocates, whose sum is the most the program holds at once. Nothing is run, so
-sizes a CPU could not train in reasonable time are measured too.
-
-Two variants per size: as purerl builds it (above the CPU plan's `resets_ahead` the envs draw
-their auto-resets inside each step; above its `gather_ahead_bytes` each minibatch step gathers
-its own samples; `purerl.plan`), and with both CPU tricks forced on (a `[T x B]` batch of drawn
-reset states, and every epoch's minibatches gathered before the steps), which is what they
-would cost at that size."""
+Per num_envs: XLA's accounting (`memory_analysis()`) of the preset's one-update program,
+compiled and not run, as `purerl.plan` builds it and with the CPU plan's tricks forced on."""
 
 from __future__ import annotations
 
@@ -24,32 +15,27 @@ import time
 from pathlib import Path
 
 import jax
+from harness import BENCHMARKS
 from hydra import compose, initialize_config_dir
 
 from purerl.cli.preflight import config_dir, load_config
 from purerl.parallel.program import make_train
 from purerl.plan import execution_plan
 
-RESULTS = Path(__file__).resolve().parent / "results"
 PRESET = "breakout-minatar"
 GIB = 2.0 ** 30
 
 
-def preset_config(num_envs: int):
-    """The preset's config at `num_envs` envs, for one update."""
+def measure(num_envs: int, tricks_forced: bool) -> dict:
+    """XLA's memory accounting of the preset's one-update training program, in GiB."""
     with initialize_config_dir(str(config_dir()), version_base="1.3"):
         cfg = compose("config", overrides=[f"+env={PRESET}", f"env.num_envs={num_envs}"])
     cfg.total_timesteps = num_envs * cfg.ppo.num_steps
-    return load_config(cfg, jax.local_device_count())
-
-
-def measure(num_envs: int, tricks_forced: bool) -> dict:
-    """XLA's memory accounting of the one-update training program, in GiB."""
     plan = execution_plan()
     if tricks_forced:
         plan = plan._replace(resets_ahead=2**62, gather_ahead_bytes=2**62)
     start = time.perf_counter()
-    compiled = jax.jit(make_train(preset_config(num_envs), plan=plan)).lower(
+    compiled = jax.jit(make_train(load_config(cfg, jax.local_device_count()), plan=plan)).lower(
         jax.random.key(0)).compile()
     compile_s = time.perf_counter() - start
     stats = compiled.memory_analysis()
@@ -64,7 +50,7 @@ def measure(num_envs: int, tricks_forced: bool) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--num-envs", type=int, nargs="+", default=[4096, 16384])
-    parser.add_argument("--out", type=Path, default=RESULTS / "memory.json")
+    parser.add_argument("--out", type=Path, default=BENCHMARKS / "results" / "memory.json")
     args = parser.parse_args()
     rows = []
     for num_envs in args.num_envs:
@@ -72,8 +58,7 @@ def main() -> None:
             rows.append(measure(num_envs, forced))
             print(json.dumps(rows[-1]), flush=True)
     print("\n| num_envs | batch | peak GiB | temporaries GiB "
-          "| with the CPU tricks forced: peak GiB |")
-    print("| ---: | ---: | ---: | ---: | ---: |")
+          "| with the CPU tricks forced: peak GiB |\n| ---: | ---: | ---: | ---: | ---: |")
     for plain, forced in zip(rows[::2], rows[1::2]):
         print(f"| {plain['num_envs']} | {plain['num_envs'] * 128:,} | {plain['peak_gib']:.2f} | "
               f"{plain['temporaries_gib']:.2f} | {forced['peak_gib']:.2f} |")

@@ -1,19 +1,11 @@
 """The harness's `--profile`: a compiled program run once under `jax.profiler`, its ops' time
-summed per kind of op; and `--work`: what a program computes, by primitive, from its jaxpr.
-
-The events of XLA's ops are read from the trace: on a GPU or TPU the "XLA Ops" line of each
-device plane (else its stream lines, a kernel named by its "hlo_op" stat); on XLA:CPU the host's
-`tf_XLA...` threads, leaving out the events that only enclose others (loops, conditionals,
-calls, the thunk executor). What an op is comes from the program's optimized HLO: a matmul (a
-dot or convolution, alone, fused or a library call), a gather, scatter or dynamic slice (a
-loop's stacked outputs among them), a sort, a reduction, random bits, a copy or transpose,
-control flow (on a GPU), or elementwise. The raw trace stays in its folder for TensorBoard or
-Perfetto. Imports only the standard library and JAX: it runs under every side's Python."""
+summed per kind (read from the optimized HLO; XLA:CPU's events that only enclose others left
+out; the trace kept for TensorBoard or Perfetto). Only the standard library and JAX: every
+side's Python runs it."""
 
 from __future__ import annotations
 
 import collections
-import math
 import re
 from pathlib import Path
 
@@ -126,52 +118,3 @@ def profiled(compiled, args: tuple, folder: Path, top: int = 12) -> dict:
     return {"traced_ms": round(sum(kinds.values()) / 1e6, 3),
             "kinds_ms": {k: round(v / 1e6, 3) for k, v in kinds.most_common()},
             "top": ranked[:top]}
-
-
-def jaxpr_work(fn, *args) -> dict:
-    """What `fn(*args)` computes, by primitive, from its jaxpr: the elements each writes and how
-    often it runs, a scan's body counted its length times (a while loop's body and a cond's
-    last branch once), and the dots' GFLOP. Static, so the same on every platform.
-
-    Returns:
-        `{"elements": {primitive: n}, "executions": {primitive: n}, "gflop": float}`, the
-            primitives in descending order of elements.
-    """
-    import jax
-    from jax.extend import core
-
-    elements, executions, flop = collections.Counter(), collections.Counter(), 0
-
-    def inner(value):
-        if isinstance(value, core.ClosedJaxpr):
-            return [value.jaxpr]
-        if isinstance(value, core.Jaxpr):
-            return [value]
-        if isinstance(value, (tuple, list)):
-            return [j for v in value for j in inner(v)]
-        return []
-
-    def walk(jaxpr, times):
-        nonlocal flop
-        for eqn in jaxpr.eqns:
-            params = eqn.params
-            if eqn.primitive.name == "scan":
-                walk(params["jaxpr"].jaxpr, times * params["length"])
-            elif eqn.primitive.name == "cond":
-                walk(params["branches"][-1].jaxpr, times)
-            elif subs := [j for value in params.values() for j in inner(value)]:
-                for sub in subs:  # a while loop's cond and body, a pjit's or a custom rule's
-                    walk(sub, times)
-            else:
-                written = sum(math.prod(getattr(v.aval, "shape", ())) for v in eqn.outvars)
-                elements[eqn.primitive.name] += written * times
-                executions[eqn.primitive.name] += times
-                if eqn.primitive.name == "dot_general":
-                    (contracted, _), _ = params["dimension_numbers"]
-                    flop += 2 * written * times * math.prod(
-                        eqn.invars[0].aval.shape[d] for d in contracted)
-
-    walk(jax.make_jaxpr(fn)(*args).jaxpr, 1)
-    return {"elements": dict(elements.most_common()),
-            "executions": {k: executions[k] for k, _ in elements.most_common()},
-            "gflop": round(flop / 1e9, 3)}

@@ -1,27 +1,22 @@
-"""Brax's PPO (`ppo.train`, as shipped or lean) or purerl matching it, for `peers.py --peer brax`.
+"""Brax's PPO (`ppo.train`, brax 0.14.2, as shipped or lean) or purerl matching it, for
+`peers.py --peer brax`: `BRAX_PYTHON peer_brax.py SIDE PROGRAM OUT`, all sides under a venv with
+`purerl[brax]`.
 
-    BRAX_PYTHON benchmarks/peer_brax.py SIDE '{"setting": "inverted_pendulum"}' OUT
-
-One side per process, all under a venv with `purerl[brax]` (brax 0.14.2). A program is
-`{"setting"}`, optionally with `"total_timesteps"`, `"num_envs"`, `"batch_size"`, `"num_epochs"`.
-inverted_pendulum is the PPO entry of Brax's notebooks/training.ipynb (2M steps, 20 evals, 2048
-envs, batch_size 1024); hopper, trained there only with SAC, takes the PPO setting its entries
-share, cut to 256 envs, batch_size 256, 1M steps, 5 evals. The rest is brax 0.14.2's defaults
-(BRAX_DEFAULTS, BRAX_NETWORKS: checked when a brax side starts); backend `positional`.
-Sides: brax as shipped (curve: eval/episode_reward of 128 episodes after each stretch of
-training); brax-lean (num_evals=0, run_evals=False, log_training_metrics; curve:
-episode/sum_reward after each update); purerl (`make_train` at brax-lean's budget; curve: each
-update's finished episodes); purerl-eval (`purerl.run` at brax's budget, evaluating 128 sampled
-episodes after each of brax's stretches). purerl matches the update (each env runs batch_size x
-num_minibatches x unroll_length / num_envs steps; the same epochs and minibatches), lr, gamma,
-lambda, clip 0.3 (no value clip), coefficients, observation normalization, no gradient clipping,
-the networks (4 x 32 policy and 5 x 256 value MLPs, swish, lecun-uniform) and 1000-step
-episodes. Different: Brax's GAE runs per minibatch over 5-step sequences (purerl's once per
-update); Brax scales rewards by 10; its policy is a tanh-squashed Gaussian with a
-state-dependent scale (purerl's a clipped Gaussian, learned log-std); it masks truncated steps
-(purerl bootstraps), resets to each env's first state, uses Adam eps 1e-8 (purerl 1e-5) and
-threefry. Brax's compile time is the sum of JAX's compile events in its call.
-"""
+A program is `{"setting"}` (optionally `"total_timesteps"`, `"num_envs"`, `"batch_size"`,
+`"num_epochs"`): inverted_pendulum is the PPO entry of Brax's notebooks/training.ipynb (2M
+steps, 20 evals, 2048 envs, batch_size 1024); hopper takes the setting its PPO entries share at
+256 envs, batch_size 256, 1M steps, 5 evals; brax 0.14.2's defaults otherwise (checked when a
+brax side starts), backend `positional`. Sides: brax as shipped (curve: its evaluations of 128
+episodes); brax-lean (no evaluations; curve: episode/sum_reward after each update); purerl
+(`make_train` at brax-lean's budget); purerl-eval (`purerl.run` at brax's budget, evaluating
+128 sampled episodes where Brax does). purerl matches the update (each env runs batch_size x
+num_minibatches x unroll_length / num_envs steps), epochs, minibatches, lr, gamma, lambda, clip
+0.3 (no value clip), coefficients, observation normalization, no gradient clipping, the networks
+(4 x 32 policy and 5 x 256 value MLPs, swish, lecun-uniform) and 1000-step episodes. Different:
+Brax's GAE runs per minibatch over 5-step sequences, it scales rewards by 10, its policy is a
+tanh-squashed Gaussian with a state-dependent scale (purerl's clipped, learned log-std), it
+masks truncated steps (purerl bootstraps), uses Adam eps 1e-8 and threefry. Brax's compile
+time is the sum of JAX's compile events in its call."""
 
 from __future__ import annotations
 
@@ -32,9 +27,8 @@ STARTED = time.time()  # before the imports, which a user waits for too
 import inspect  # noqa: E402
 import tempfile  # noqa: E402
 
+import harness  # noqa: E402  (this file's folder is first on sys.path)
 import jax  # noqa: E402
-import peer_curves as curves  # noqa: E402  (this file's folder is first on sys.path)
-from harness import compile_and_run, purerl_curve, start_jax  # noqa: E402
 
 SEED = 0
 # The PPO setting that notebooks/training.ipynb's inverted_pendulum, inverted_double_pendulum
@@ -66,6 +60,15 @@ CURVES = {  # what each side's curve is
                  "return of the last 100 episodes that ended",
 }
 SIDES = tuple(CURVES)
+PEERS = {"brax": harness.Peer(
+    "peer_brax.py", ("brax", "brax-lean"), {row: [{"setting": row}] for row in BRAX_SETTINGS},
+    ["brax", "mujoco", "mujoco-mjx", "jax", "jaxlib", "flax", "optax", "numpy"],
+    "python3.11 -m venv ../brax-venv && ../brax-venv/bin/pip install -e '.[brax]' jax==0.10.2 "
+    "jaxlib==0.10.2 (both sides run there), then --peer-python ../brax-venv/bin/python",
+    # Brax's shipped inverted_pendulum run took 4.7 minutes on a quiet 2-core CPU, 10-20 busy
+    purerl_in_peer_python=True, hung_after_s=3600, purerl_sides=("purerl", "purerl-eval"),
+    # as shipped against purerl with its evaluations and lean; lean against lean
+    compared_with={"brax": ("purerl-eval", "purerl")})}
 
 
 def settings_of(spec: dict) -> dict:
@@ -104,23 +107,6 @@ def purerl_num_steps(setting: dict) -> int:
     return sequences // setting["num_envs"] * setting["unroll_length"]
 
 
-class CompileClock:
-    """A `jax.monitoring` listener summing the durations of `peer_curves.COMPILE_EVENTS`."""
-
-    def __init__(self):
-        self.seconds = dict.fromkeys(curves.COMPILE_EVENTS, 0.0)
-
-    def __call__(self, event: str, duration: float, **kwargs) -> None:
-        if event in self.seconds:
-            self.seconds[event] += duration
-
-    def lowering_s(self) -> float:
-        return sum(self.seconds[e] for e in curves.LOWERING_EVENTS)
-
-    def compile_s(self) -> float:
-        return sum(self.seconds.values())
-
-
 def brax_run(spec: dict, lean: bool, launched: float) -> dict:
     """Brax's `ppo.train` at a program's setting, as shipped or lean, timed."""
     if not hasattr(jax, "device_put_replicated"):  # brax 0.14.2 calls it, jax 0.10 hid it
@@ -151,13 +137,14 @@ def brax_run(spec: dict, lean: bool, launched: float) -> dict:
         last.update(metrics)
         points.append((int(step), float("nan" if value is None else value), at))
 
-    jax.monitoring.register_event_duration_secs_listener(clock := CompileClock())
+    jax.monitoring.register_event_duration_secs_listener(clock := harness.CompileClock())
     environment = envs.get_environment(name, backend=backend)
     called = time.time()
     ppo.train(environment=environment, seed=SEED, progress_fn=progress, **setting)
-    call_s, compile_s = time.time() - called, clock.compile_s()
+    call_s, compile_s = time.time() - called, clock.seconds()
     steps, returns, times = (list(column) for column in zip(*points)) if points else ([],) * 3
-    return {"lower_s": round(clock.lowering_s(), 3), "compile_s": round(compile_s, 3),
+    return {"lower_s": round(clock.seconds(harness.LOWERING_EVENTS), 3),
+            "compile_s": round(compile_s, 3),
             "train_s": round(call_s - compile_s, 3),
             "before_train_s": round(called - launched + compile_s, 3),
             **{f"brax_{n}_walltime_s": round(float(last[f"{n}/walltime"]), 3)
@@ -217,14 +204,8 @@ def purerl_run(spec: dict, evals: bool, launched: float) -> dict:
         return BraxTowers(action_spec.num_outputs)
 
     if not evals:
-        purerl.validate(config, jax.local_device_count())
-        train = purerl.make_train(config, network=factory)
-        timings, output = compile_and_run(train, jax.random.key(SEED))
-        steps, returns = purerl_curve(config, output[1])
-        return {**timings, "before_train_s": round(curves.seconds_since(launched)
-                                                   - timings["train_s"], 3),
-                "env_steps": env_steps, "purerl": purerl.__file__,
-                "steps": steps, "returns": returns, "times": None}
+        return {**harness.purerl_side(config, {"network": factory}, launched),
+                "purerl": purerl.__file__}
     from purerl.config import EvalConfig, LogConfig
     from purerl.runs.events import Event
 
@@ -255,14 +236,14 @@ def purerl_run(spec: dict, evals: bool, launched: float) -> dict:
 
 
 def measure(spec: dict, side: str, launched: float) -> dict:
-    """One run of a side, its result JSON-ready (`peer_curves.side_result`)."""
-    start_jax()
-    startup_s = curves.seconds_since(launched)
+    """One run of a side, its result JSON-ready (`harness.side_result`)."""
+    harness.start_jax()
+    startup_s = harness.seconds_since(launched)
     run = (purerl_run(spec, side == "purerl-eval", launched) if side.startswith("purerl")
            else brax_run(spec, side == "brax-lean", launched))
-    return curves.side_result(spec, side, f"brax/{BRAX_SETTINGS[spec['setting']]['env']}", run,
+    return harness.side_result(spec, side, f"brax/{BRAX_SETTINGS[spec['setting']]['env']}", run,
                               kind=CURVES[side], startup_s=startup_s, launched=launched)
 
 
 if __name__ == "__main__":
-    curves.driver_main(__doc__.splitlines()[0], SIDES, measure, STARTED)
+    harness.driver_main(__doc__.splitlines()[0], SIDES, measure, STARTED)

@@ -30,10 +30,9 @@ STARTED = time.time()  # before the imports, which a user waits for too
 import json  # noqa: E402
 import os  # noqa: E402
 
+import harness  # noqa: E402  (this file's folder is first on sys.path)
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
-import peer_curves as curves  # noqa: E402  (this file's folder is first on sys.path)
-from harness import compile_and_run, purerl_curve, start_jax  # noqa: E402
 
 SEED = 0
 BOTH = {"agent_kwargs": {"activation": "tanh"}, "gae_lambda": 0.95, "clip_eps": 0.2,
@@ -53,6 +52,15 @@ CURVES = {  # each side's curve
     "rejax": "rejax's evaluation: the mean return of 128 episodes, every eval_freq steps",
     "rejax-lean": "after each iteration, the mean over envs of each one's last finished episode",
 }
+PEERS = {"rejax": harness.Peer(
+    "peer_rejax.py", ("rejax", "rejax-lean"),
+    {row: [{"setting": row, "num_seeds": n} for n in (1, 8)] for row in ("cartpole", "breakout")},
+    ["rejax", "jax", "jaxlib", "flax", "optax", "gymnax", "distrax", "numpy"],
+    "python3.11 -m venv ../rejax-venv && ../rejax-venv/bin/pip install rejax==0.1.3 "
+    "gymnax==0.0.9, then --peer-python ../rejax-venv/bin/python",
+    # purerl as its command line runs it a second time (its compile cache warm), too
+    purerl_sides=("purerl", "purerl-warm"), warm_sides=("purerl-warm",),
+    compared_with=dict.fromkeys(("rejax", "rejax-lean"), ("purerl", "purerl-warm")))}
 
 
 def rejax_schedule(setting: dict, lean: bool) -> tuple[int, int, int]:
@@ -117,42 +125,39 @@ def rejax_program(spec: dict, lean: bool):
     return train, key, env_steps, curve
 
 
-def purerl_program(spec: dict):
-    """purerl's program matching rejax's at rejax-lean's budget, as `rejax_program` gives it."""
-    import purerl
+def purerl_config(spec: dict):
+    """purerl's `Config` matching rejax's program at rejax-lean's budget."""
     from purerl.config import Config, EnvConfig, NetworkConfig, PPOConfig
 
     setting = settings_of(spec)
-    env_steps = rejax_schedule(setting, lean=True)[2]
     same = ("num_steps", "num_epochs", "num_minibatches", "gamma", "gae_lambda", "clip_eps",
             "ent_coef", "vf_coef")  # under the same names
-    config = Config(
-        total_timesteps=env_steps, num_seeds=spec["num_seeds"],
+    return Config(
+        total_timesteps=rejax_schedule(setting, lean=True)[2], num_seeds=spec["num_seeds"],
         env=EnvConfig(name=setting["env"], num_envs=setting["num_envs"]),
         ppo=PPOConfig(lr=setting["learning_rate"], anneal_lr=False, clip_value=True,
                       max_grad_norm=float(setting["max_grad_norm"]),
                       **{name: setting[name] for name in same}),
         network=NetworkConfig(hidden_sizes=[64, 64],
                               activation=setting["agent_kwargs"]["activation"]))
-    purerl.validate(config, jax.local_device_count())
-    return (purerl.make_train(config), jax.random.key(SEED), env_steps,
-            lambda output: (*purerl_curve(config, output[1]), None))
 
 
 def measure(spec: dict, side: str, launched: float) -> dict:
     """One program of `side`, compiled and run: its result, JSON-ready."""
-    start_jax(os.environ[curves.WARM_CACHE] if side == "purerl-warm" else None)
-    startup_s = curves.seconds_since(launched)
-    train, key, env_steps, curve = (purerl_program(spec) if side.startswith("purerl")
-                                    else rejax_program(spec, lean=side == "rejax-lean"))
-    timings, output = compile_and_run(train, key)
-    before_train_s = round(curves.seconds_since(launched) - timings["train_s"], 3)
-    run = {**timings, "before_train_s": before_train_s, "env_steps": env_steps}
-    run.update(zip(("steps", "returns", "times"), curve(output)))
-    return curves.side_result(spec, side, REJAX_SETTINGS[spec["setting"]]["env"], run,
-                              kind=CURVES[side], startup_s=startup_s, launched=launched,
-                              num_seeds=spec["num_seeds"])
+    harness.start_jax(os.environ[harness.WARM_CACHE] if side == "purerl-warm" else None)
+    startup_s = harness.seconds_since(launched)
+    if side.startswith("purerl"):
+        run = harness.purerl_side(purerl_config(spec), launched=launched)
+    else:
+        train, key, env_steps, curve = rejax_program(spec, lean=side == "rejax-lean")
+        timings, output = harness.compile_and_run(train, key)
+        run = {**timings, "before_train_s": round(harness.seconds_since(launched)
+                                                  - timings["train_s"], 3),
+               "env_steps": env_steps, **dict(zip(("steps", "returns", "times"), curve(output)))}
+    return harness.side_result(spec, side, REJAX_SETTINGS[spec["setting"]]["env"], run,
+                               kind=CURVES[side], startup_s=startup_s, launched=launched,
+                               num_seeds=spec["num_seeds"])
 
 
 if __name__ == "__main__":
-    curves.driver_main(__doc__.splitlines()[0], tuple(CURVES), measure, STARTED)
+    harness.driver_main(__doc__.splitlines()[0], tuple(CURVES), measure, STARTED)

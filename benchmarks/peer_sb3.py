@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import time
 
-import peer_curves as curves  # this file's folder is first on sys.path
+import harness  # this file's folder is first on sys.path
 
 STARTED = time.time()  # the sides import their packages later, in their functions
 SEED, ENV = 0, "CartPole-v1"
@@ -37,6 +37,15 @@ ZOO = {"n_envs": 8, "n_timesteps": 100_000, "n_steps": 32, "batch_size": 256,
        "learning_rate": 0.001, "clip_range": 0.2}  # the last two linear to 0 (`lin_`)
 ROLLOUT = ZOO["n_envs"] * ZOO["n_steps"]
 SIDES = ("purerl", "sb3-zoo", "sb3", "sbx")
+PEERS = {"sb3": harness.Peer(
+    "peer_sb3.py", ("sb3-zoo", "sb3"), {"cartpole-zoo": [{"setting": "cartpole-zoo"}]},
+    ["stable-baselines3", "rl_zoo3", "torch", "gymnasium", "numpy"],
+    "python3.11 -m venv ../sb3-venv && ../sb3-venv/bin/pip install stable-baselines3 rl_zoo3 "
+    "sbx-rl gymnasium torch jax==0.10.2 jaxlib==0.10.2, then --peer-python ../sb3-venv/bin/python"),
+    "sbx": harness.Peer(
+    "peer_sb3.py", ("sbx",), {"cartpole-zoo": [{"setting": "cartpole-zoo"}]},
+    ["sbx-rl", "stable-baselines3", "jax", "jaxlib", "flax", "optax", "gymnasium", "numpy"],
+    "the sb3 peer's venv holds sbx too: --peer-python ../sb3-venv/bin/python")}
 ENDED = "each rollout's mean return of the episodes that ended in it"  # each side's curve
 CURVES = {"purerl": ENDED.replace("rollout", "update"), "sb3": f"{ENDED} (Monitor)",
           "sbx": f"{ENDED} (Monitor)", "sb3-zoo": f"{ENDED} (the Zoo's Monitor files)"}
@@ -86,7 +95,7 @@ def run_sb3(spec: dict, side: str, launched: float) -> dict:
     train_s = time.time() - train_start
     return {"setup_s": round(setup_s, 3), "train_s": round(train_s, 3), "before_train_s":
             round(train_start - launched, 3), "env_steps": int(model.num_timesteps),
-            **curve, "ep_rew_mean": curves.rounded(curve["ep_rew_mean"])}
+            **curve, "ep_rew_mean": harness.rounded(curve["ep_rew_mean"])}
 
 
 def run_zoo(spec: dict, launched: float) -> dict:
@@ -103,21 +112,17 @@ def run_zoo(spec: dict, launched: float) -> dict:
         sys.argv += ["-n", str(total)] if spec.get("total_timesteps") else []
         train()
         finished = time.time()
-        t_start, episodes = curves.monitor_episodes(logs)
-    steps, returns, times = curves.rollout_curve(episodes, ZOO["n_envs"], ROLLOUT, env_steps)
+        t_start, episodes = harness.monitor_episodes(logs)
+    steps, returns, times = harness.rollout_curve(episodes, ZOO["n_envs"], ROLLOUT, env_steps)
     return {"train_s": round(finished - t_start, 3), "before_train_s": round(t_start - launched, 3),
             "env_steps": env_steps, "times": times, "steps": steps, "returns": returns}
 
 
-def run_purerl(spec: dict, launched: float) -> dict:
-    """Compiles and runs purerl's whole-run program at the matching setting."""
-    import jax
-    from harness import compile_and_run, purerl_curve
-
-    import purerl
+def purerl_config(spec: dict):
+    """purerl's `Config` at the Zoo's setting and SB3's updates."""
     from purerl.config import Config, EnvConfig, PPOConfig, ScheduleConfig, SchedulesConfig
 
-    config = Config(
+    return Config(
         total_timesteps=budget(spec)[1], env=EnvConfig(name=ENV, num_envs=ZOO["n_envs"]),
         ppo=PPOConfig(num_steps=ZOO["n_steps"], num_epochs=ZOO["n_epochs"],
                       num_minibatches=ROLLOUT // ZOO["batch_size"], lr=ZOO["learning_rate"],
@@ -125,26 +130,18 @@ def run_purerl(spec: dict, launched: float) -> dict:
                       clip_eps=ZOO["clip_range"], clip_value=False, ent_coef=ZOO["ent_coef"],
                       vf_coef=1.0, max_grad_norm=0.5,
                       schedule=SchedulesConfig(clip_eps=ScheduleConfig(kind="linear", end=0.0))))
-    purerl.validate(config, jax.local_device_count())
-    timings, (_, metrics) = compile_and_run(purerl.make_train(config), jax.random.key(SEED))
-    steps, returns = purerl_curve(config, metrics)  # NaN where no episode ended
-    before_train_s = round(curves.seconds_since(launched) - timings["train_s"], 3)
-    return {**timings, "before_train_s": before_train_s, "env_steps": config.num_updates
-            * config.batch_size, "times": None, "steps": steps, "returns": returns}
 
 
 def measure(spec: dict, side: str, launched: float) -> dict:
-    """One run of a side, JSON-ready (`peer_curves.side_result`)."""
+    """One run of a side, JSON-ready (`harness.side_result`)."""
     if side == "purerl":
-        from harness import start_jax
-
-        start_jax()
-    startup_s = curves.seconds_since(launched)
-    run = (run_purerl(spec, launched) if side == "purerl" else
+        harness.start_jax()
+    startup_s = harness.seconds_since(launched)
+    run = (harness.purerl_side(purerl_config(spec), launched=launched) if side == "purerl" else
            run_zoo(spec, launched) if side == "sb3-zoo" else run_sb3(spec, side, launched))
-    return curves.side_result(spec, side, ENV, run, kind=CURVES[side], startup_s=startup_s,
-                              launched=launched)
+    return harness.side_result(spec, side, ENV, run, kind=CURVES[side], startup_s=startup_s,
+                               launched=launched)
 
 
 if __name__ == "__main__":
-    curves.driver_main(__doc__.splitlines()[0], SIDES, measure, STARTED)
+    harness.driver_main(__doc__.splitlines()[0], SIDES, measure, STARTED)

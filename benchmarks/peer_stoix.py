@@ -1,23 +1,18 @@
-"""Trains Stoix's Anakin PPO (`ff_ppo`) on gymnax CartPole-v1, as shipped or lean, or purerl
-configured to match, for `peers.py --peer stoix`: `PYTHON peer_stoix.py SIDE PROGRAM OUT`.
+"""Stoix's Anakin PPO (`ff_ppo`, EdanToledo/Stoix at 8fff19c) on gymnax CartPole-v1, as shipped
+or lean, or purerl matching it, for `peers.py --peer stoix`: `PYTHON peer_stoix.py SIDE PROGRAM
+OUT`, under Stoix's venv (jax 0.5.3), where purerl is not installed.
 
-Stoix (EdanToledo/Stoix at 8fff19c) runs under its venv (jax 0.5.3, gymnax 0.0.9), where purerl
-(jax 0.10.2) is not installed. A program is `{"setting"}` (`"total_timesteps"` cuts the budget,
-`"num_epochs"` sets the epochs). Settings: cartpole, Stoix's `default_ff_ppo.yaml`: 1,024 envs x
-128 steps, 4 epochs x 16 minibatches, lr 3e-4 decayed, 256x256 relu towers, gamma 0.99,
-gae_lambda 0.95, clips 0.2, entropy 0.01, value 0.5, grad clip 0.5, 1e7 steps asked for in 20
-learner calls (60 of its 76 updates run); cartpole-64tanh: 64x64 tanh towers; cartpole-purejaxrl:
-PureJaxRL's sizes, 4 envs, 4 minibatches, 64x64 tanh, lr 2.5e-4, 5e5 steps (960 of 976 updates).
-
-Sides: stoix: Stoix's `ff_ppo.py` as shipped, evaluating between its calls; its curve is each
-call's training return (`CurveLogger`), its compile JAX's compile events inside the calls.
-stoix-lean: the same learner in one call, without evaluation, logging or checkpointing. purerl:
-`purerl.make_train` at the same env, sizes, updates, lr decay (linear to Stoix's last value),
-gamma, lambda, clips, coefficients, grad clip and network. Different: Stoix clips each tower's
-gradient apart, standardizes advantages per batch (purerl per minibatch), ends an episode at its
-time limit as at a failure (purerl bootstraps), draws threefry keys from seed 42 (purerl
-unsafe_rbg, 0) and does one more value pass per env step.
-"""
+A program is `{"setting"}` (`"total_timesteps"` cuts the budget, `"num_epochs"` sets the epochs):
+cartpole is `default_ff_ppo.yaml` (1,024 envs x 128 steps, 4 epochs x 16 minibatches, lr 3e-4
+decayed, 256x256 relu, 1e7 steps asked for in 20 learner calls: 60 of its 76 updates run);
+cartpole-64tanh has 64x64 tanh towers; cartpole-purejaxrl PureJaxRL's sizes (4 envs, 4
+minibatches, lr 2.5e-4, 5e5 steps). Sides: stoix runs `ff_ppo.py` as shipped, evaluating between
+calls (its curve each call's training return; its compile JAX's compile events in the calls);
+stoix-lean its learner in one call, without evaluation, logging or checkpointing; purerl
+`make_train` at the same sizes, updates, lr decay (linear to Stoix's last value), coefficients,
+grad clip and network. Different: Stoix clips each tower's gradient apart, standardizes
+advantages per batch (purerl per minibatch), ends an episode at its time limit (purerl
+bootstraps), draws threefry keys from seed 42 and does one more value pass per env step."""
 
 from __future__ import annotations
 
@@ -27,51 +22,48 @@ STARTED = time.time()  # before the imports, which a user waits for too
 
 import json  # noqa: E402
 import os  # noqa: E402
-import runpy  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
-import tempfile  # noqa: E402
-import types  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-import jax  # noqa: E402
-import numpy as np  # noqa: E402
-import peer_curves as curves  # noqa: E402  (this file's folder is first on sys.path)
-from harness import compile_and_run, purerl_curve, start_jax  # noqa: E402
+import harness  # noqa: E402  (this file's folder is first on sys.path)
 
-SEED = 0  # purerl's; Stoix keeps its default `arch.seed`, 42
 ENV = "CartPole-v1"
-# Stoix's ff_ppo defaults (default_ff_ppo.yaml and the arch, system and network files it names)
-STOIX_DEFAULTS = {
-    "total_num_envs": 1024, "rollout_length": 128, "epochs": 4, "num_minibatches": 16,
-    "lr": 3e-4, "total_timesteps": 10_000_000, "num_evaluation": 20,
-    "layer_sizes": [256, 256], "activation": "relu", "gamma": 0.99, "gae_lambda": 0.95,
-    "clip_eps": 0.2, "ent_coef": 0.01, "vf_coef": 0.5, "max_grad_norm": 0.5}
-STOIX_KEYS = {  # the Hydra keys of each setting a program can change
-    "total_num_envs": ["arch.total_num_envs"], "total_timesteps": ["arch.total_timesteps"],
-    "num_evaluation": ["arch.num_evaluation"], "rollout_length": ["system.rollout_length"],
-    "epochs": ["system.epochs"], "num_minibatches": ["system.num_minibatches"],
-    "lr": ["system.actor_lr", "system.critic_lr"],
-    **{name: [f"network.{tower}_network.pre_torso.{name}" for tower in ("actor", "critic")]
-       for name in ("layer_sizes", "activation")}}
-TANH_64 = {"layer_sizes": [64, 64], "activation": "tanh"}  # PureJaxRL's and purerl's towers
-STOIX_SETTINGS = {"cartpole": STOIX_DEFAULTS, "cartpole-64tanh": {**STOIX_DEFAULTS, **TANH_64},
-                  "cartpole-purejaxrl": {**STOIX_DEFAULTS, **TANH_64, "total_num_envs": 4,
+# ff_ppo's defaults (default_ff_ppo.yaml and the files it names) and each one's Hydra keys
+DEFAULTS = {"total_num_envs": 1024, "rollout_length": 128, "epochs": 4, "num_minibatches": 16,
+            "lr": 3e-4, "total_timesteps": 10_000_000, "num_evaluation": 20,
+            "layer_sizes": [256, 256], "activation": "relu", "gamma": 0.99, "gae_lambda": 0.95,
+            "clip_eps": 0.2, "ent_coef": 0.01, "vf_coef": 0.5, "max_grad_norm": 0.5}
+KEYS = {"lr": ["system.actor_lr", "system.critic_lr"],
+        **{name: [f"arch.{name}"] for name in ("total_num_envs", "total_timesteps",
+                                               "num_evaluation")},
+        **{name: [f"system.{name}"] for name in ("rollout_length", "epochs", "num_minibatches")},
+        **{name: [f"network.{tower}_network.pre_torso.{name}" for tower in ("actor", "critic")]
+           for name in ("layer_sizes", "activation")}}
+TANH_64 = {"layer_sizes": [64, 64], "activation": "tanh"}
+STOIX_SETTINGS = {"cartpole": DEFAULTS, "cartpole-64tanh": {**DEFAULTS, **TANH_64},
+                  "cartpole-purejaxrl": {**DEFAULTS, **TANH_64, "total_num_envs": 4,
                                          "num_minibatches": 4, "lr": 2.5e-4,
                                          "total_timesteps": 500_000}}
-SIDES = ("purerl", "stoix", "stoix-lean")
-PER_UPDATE = "each update's mean return of the episodes that ended in it"
-CURVES = {"purerl": PER_UPDATE, "stoix-lean": PER_UPDATE, "stoix": "each learner call's (of 20) "
-          "mean return of the training episodes that ended in it, Stoix's ACTOR log"}
-LOGGED = []  # what Stoix logs through CurveLogger on the stoix side, a dict per event
+UPDATES = "each update's mean return of the episodes that ended in it"
+CURVES = {"purerl": UPDATES, "stoix-lean": UPDATES, "stoix": "each learner call's mean return "
+          "of the training episodes that ended in it, Stoix's ACTOR log"}
+PEERS = {"stoix": harness.Peer(
+    "peer_stoix.py", ("stoix", "stoix-lean"), {row: [{"setting": row}] for row in STOIX_SETTINGS},
+    ["stoix", "stoa-env", "jax", "jaxlib", "flax", "optax", "chex", "distrax", "gymnax",
+     "hydra-core", "numpy"],
+    "git clone https://github.com/EdanToledo/Stoix ../stoix, python3.11 -m venv ../stoix-venv, "
+    "install what benchmarks/README.md's Stoix section lists (Stoix pins jax<0.6), then "
+    "--peer-python ../stoix-venv/bin/python")}
+LOGGED = []  # what Stoix logs through CurveLogger, a dict per event
 
 
 def settings_of(spec: dict) -> dict:
-    """A copy of a program's Stoix settings: `"total_timesteps"` cuts the budget, to at least one
-    update and no more evaluations than updates (Stoix asserts it)."""
+    """A program's settings; a cut budget keeps one update, and no more evaluations than
+    updates (Stoix asserts it)."""
     setting = json.loads(json.dumps(STOIX_SETTINGS[spec["setting"]]))  # a deep copy
-    batch = setting["total_num_envs"] * setting["rollout_length"]
     if spec.get("total_timesteps"):
+        batch = setting["total_num_envs"] * setting["rollout_length"]
         total = setting["total_timesteps"] = max(int(spec["total_timesteps"]), batch)
         setting["num_evaluation"] = min(setting["num_evaluation"], total // batch)
     setting["epochs"] = int(spec.get("num_epochs") or setting["epochs"])
@@ -79,22 +71,16 @@ def settings_of(spec: dict) -> dict:
 
 
 def stoix_schedule(setting: dict) -> tuple[int, int, int]:
-    """Stoix's split of a budget (one device): `(updates asked for, per learner call, run)`."""
+    """Stoix's split of a budget on one device: `(updates asked for, per call, run)`."""
     updates = setting["total_timesteps"] // (setting["total_num_envs"] * setting["rollout_length"])
     per_call = updates // setting["num_evaluation"]
     return updates, per_call, per_call * setting["num_evaluation"]
 
 
-def stoix_lr_end(setting: dict) -> float:
-    """Stoix's lr at its run's end, a share of its start (linear to 0 at the updates asked for)."""
-    updates, _, ran = stoix_schedule(setting)
-    return 1.0 - ran / updates
-
-
 def overrides(setting: dict) -> list[str]:
-    """Stoix's Hydra overrides (`key=value`) of the settings that differ from its defaults."""
-    return [f"{key}={str(setting[name]).replace(' ', '')}" for name, keys in STOIX_KEYS.items()
-            if setting[name] != STOIX_DEFAULTS[name] for key in keys]
+    """Stoix's Hydra overrides of the settings that differ from its defaults."""
+    return [f"{key}={str(setting[name]).replace(' ', '')}" for name, keys in KEYS.items()
+            if setting[name] != DEFAULTS[name] for key in keys]
 
 
 def covered(spans, start: float, end: float) -> float:
@@ -108,19 +94,17 @@ def covered(spans, start: float, end: float) -> float:
 
 
 def stoix_root() -> Path:
-    """The Stoix checkout this Python imports `stoix` from; exits saying how to get one if none."""
     try:
         import stoix
     except ImportError:
-        sys.exit("peer_stoix.py: this Python cannot import stoix; git clone https://github.com/"
-                 "EdanToledo/Stoix ../stoix and install it into its venv as benchmarks/"
+        sys.exit("peer_stoix.py: this Python cannot import stoix; install it as benchmarks/"
                  "README.md's Stoix section says")
     return Path(stoix.__file__).resolve().parents[1]
 
 
 class CurveLogger:
-    """A logger of Stoix's (added to its `logger.loggers`): puts each event's step, wall clock,
-    mean episode return and Stoix's steps/s in LOGGED."""
+    """A logger of Stoix's (in its `logger.loggers`): each event's step, wall clock, mean
+    episode return and steps/s into LOGGED."""
 
     def __init__(self, **_):
         self.log_config = self.stop = lambda *_: None
@@ -133,15 +117,15 @@ class CurveLogger:
 
 
 def run_stoix(spec: dict, launched: float) -> dict:
-    """Stoix's own command for the setting, in this process: its timings, env steps, curve
-    (`times`: the wall clock at each learner call's log) and its evaluations' curve."""
-    setting, root, spans = settings_of(spec), stoix_root(), []
+    """`ff_ppo.py` as shipped, in this process: its timings from its logs and JAX's compile
+    events, its curve, and its evaluations' curve."""
+    import runpy
+    import tempfile
 
-    def compiled(event, duration, **_):
-        if event in curves.COMPILE_EVENTS:
-            spans.append((time.time() - duration, time.time()))
+    import jax
 
-    jax.monitoring.register_event_duration_secs_listener(compiled)
+    setting, root, clock = settings_of(spec), stoix_root(), harness.CompileClock()
+    jax.monitoring.register_event_duration_secs_listener(clock)
     sys.modules["peer_stoix"] = sys.modules[__name__]  # where Hydra finds CurveLogger
     script = root / "stoix/systems/ppo/anakin/ff_ppo.py"
     with tempfile.TemporaryDirectory(prefix="purerl_peers_stoix_") as run_dir:
@@ -149,40 +133,42 @@ def run_stoix(spec: dict, launched: float) -> dict:
                     f"logger.base_exp_path={run_dir}/results",
                     "+logger.loggers.curve={_target_:peer_stoix.CurveLogger}"]
         os.chdir(root)  # Stoix's config search path is relative to it
-        runpy.run_path(str(script), run_name="__main__")  # `python ff_ppo.py`, as shipped
+        runpy.run_path(str(script), run_name="__main__")
     _, per_call, ran = stoix_schedule(setting)
     calls, actor, trainer, evals = ([e for e in LOGGED if e["event"] == kind]
                                     for kind in ("misc", "actor", "trainer", "evaluator"))
     returns = {e["step"]: e["return"] for e in actor}
-    # each call's seconds, from Stoix's trainer steps/s (optimizer steps over the call's time)
+    # each call's seconds from its trainer steps/s; `calls` (misc) is logged first at each
     seconds = [per_call * setting["epochs"] * setting["num_minibatches"] / e["sps"]
                for e in trainer]
-    first_start = calls[0]["time"] - seconds[0]  # `calls`: misc, logged first at each call
-    # JAX's compiles inside each call (which Stoix's timing of the call includes)
+    first_start = calls[0]["time"] - seconds[0]
+    spans = [(end - duration, end) for _, duration, end in clock.spans]
     compiles = [covered(spans, e["time"] - s, e["time"]) for e, s in zip(calls, seconds)]
-    compile_s = sum(compiles)
-    return {"compile_s": round(compile_s, 3), "train_s": round(sum(seconds) - compile_s, 3),
+    return {"compile_s": round(sum(compiles), 3), "train_s": round(sum(seconds) - sum(compiles), 3),
             "before_train_s": round(first_start - launched + compiles[0], 3),
             "between_calls_s": round(calls[-1]["time"] - first_start - sum(seconds), 3),
             "env_steps": ran * setting["total_num_envs"] * setting["rollout_length"],
             "steps": [e["step"] for e in calls], "times": [e["time"] for e in calls],
-            "returns": [returns.get(e["step"], np.nan) for e in calls],
+            "returns": [returns.get(e["step"], float("nan")) for e in calls],
             "eval_curve": {"kind": "Stoix's evaluation: the mean return of 128 episodes of the "
                                    "stochastic policy after each learner call",
                            "steps": [e["step"] for e in evals],
-                           "returns": curves.rounded(e["return"] for e in evals)}}
+                           "returns": harness.rounded(e["return"] for e in evals)}}
 
 
 def lean_program(spec: dict):
-    """Stoix's learner at a program's setting, its calls made one: `(learn, state, env steps,
-    curve)`, `curve(output)` the steps and each update's mean return (NaN where none ended)."""
-    setting, root = settings_of(spec), stoix_root()
+    """Stoix's learner, its calls made one: `(learn, state, env steps, curve)`; `curve(output)`
+    gives each update's mean return (NaN where none ended)."""
+    import types
+
+    import jax
+    import numpy as np
 
     def unused(*_, **__):
         raise RuntimeError("peer_stoix.py: the stoix-lean side has no logger or checkpointer")
 
-    # Stoix's logger and checkpointing, which ff_ppo.py imports and the learner never uses,
-    # stand empty, so that wandb, neptune, tensorboard_logger and orbax are not imported
+    # ff_ppo.py's logger and checkpointer, which the learner never uses, stand empty (so that
+    # wandb, neptune and orbax are not imported)
     for module, names in (("stoix.utils.logger", ("LogEvent", "StoixLogger")),
                           ("stoix.utils.checkpointing", ("Checkpointer",))):
         sys.modules[module] = types.ModuleType(module)
@@ -190,9 +176,10 @@ def lean_program(spec: dict):
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
     from stoix.systems.ppo.anakin import ff_ppo
-    from stoix.utils import make_env as environments
+    from stoix.utils import make_env
     from stoix.utils.total_timestep_checker import check_total_timesteps
 
+    setting, root = settings_of(spec), stoix_root()
     os.chdir(root)  # Stoix's config search path (`file://stoix/configs`) is relative
     with initialize_config_dir(str(root / "stoix/configs/default/anakin"), version_base="1.2"):
         config = compose("default_ff_ppo", overrides=overrides(setting))
@@ -200,7 +187,7 @@ def lean_program(spec: dict):
     config.num_devices = len(jax.devices())
     config = check_total_timesteps(config)
     config.arch.num_updates_per_eval *= config.arch.num_evaluation  # all calls as one
-    env, _ = environments.make(config=config)
+    env, _ = make_env.make(config=config)
     key, _, actor_key, critic_key = jax.random.split(jax.random.PRNGKey(config.arch.seed), 4)
     learn, _, state = ff_ppo.learner_setup(env, (key, actor_key, critic_key), config)
     ran, batch = stoix_schedule(setting)[2], setting["total_num_envs"] * setting["rollout_length"]
@@ -217,51 +204,45 @@ def lean_program(spec: dict):
 
 
 def purerl_config(spec: dict):
-    """purerl's `Config` matching a Stoix program's settings, at the updates Stoix runs."""
+    """purerl's `Config` matching a program, at the updates Stoix runs."""
     import purerl.config as pc
 
     setting = settings_of(spec)
-    ppo = {name: setting[name] for name in ("lr", "gamma", "gae_lambda", "clip_eps", "ent_coef",
-                                            "vf_coef", "max_grad_norm")}
+    updates, _, ran = stoix_schedule(setting)
+    lr = pc.SchedulesConfig(lr=pc.ScheduleConfig(kind="linear", end=1.0 - ran / updates))
     return pc.Config(
-        total_timesteps=stoix_schedule(setting)[2] * setting["total_num_envs"]
-        * setting["rollout_length"],
+        total_timesteps=ran * setting["total_num_envs"] * setting["rollout_length"],
         env=pc.EnvConfig(name=ENV, num_envs=setting["total_num_envs"]),
         ppo=pc.PPOConfig(num_steps=setting["rollout_length"], num_epochs=setting["epochs"],
                          num_minibatches=setting["num_minibatches"], anneal_lr=False,
-                         clip_value=True, schedule=pc.SchedulesConfig(lr=pc.ScheduleConfig(
-                             kind="linear", end=stoix_lr_end(setting))), **ppo),
+                         clip_value=True, schedule=lr,
+                         **{name: setting[name] for name in ("lr", "gamma", "gae_lambda",
+                                                             "clip_eps", "ent_coef", "vf_coef",
+                                                             "max_grad_norm")}),
         network=pc.NetworkConfig(hidden_sizes=setting["layer_sizes"],
                                  activation=setting["activation"]))
 
 
 def measure(spec: dict, side: str, launched: float) -> dict:
-    """One run of a side, as `peer_curves.side_result` makes it."""
-    start_jax()
-    startup_s = curves.seconds_since(launched)
-    if side == "stoix":
+    harness.start_jax()
+    startup_s = harness.seconds_since(launched)
+    if side == "purerl":
+        run = harness.purerl_side(purerl_config(spec), launched=launched)
+    elif side == "stoix":
         run = run_stoix(spec, launched)
-    else:  # one whole-run program, its compile timed apart
-        if side == "purerl":
-            import purerl
-
-            config = purerl_config(spec)
-            purerl.validate(config, jax.local_device_count())
-            train, key = purerl.make_train(config), jax.random.key(SEED)
-            env_steps = config.num_updates * config.batch_size
-        else:
-            train, key, env_steps, curve = lean_program(spec)
-        timings, output = compile_and_run(train, key, jit=side == "purerl")
-        steps, returns = purerl_curve(config, output[1]) if side == "purerl" else curve(output)
-        run = {**timings, "before_train_s": round(curves.seconds_since(launched)
+    else:
+        learn, state, env_steps, curve = lean_program(spec)
+        timings, output = harness.compile_and_run(learn, state, jit=False)
+        run = {**timings, "before_train_s": round(harness.seconds_since(launched)
                                                   - timings["train_s"], 3),
-               "env_steps": env_steps, "steps": steps, "returns": returns, "times": None}
+               "env_steps": env_steps, "times": None,
+               **dict(zip(("steps", "returns"), curve(output)))}
     if side != "purerl":
         run["stoix_commit"] = subprocess.run(["git", "-C", str(stoix_root()), "rev-parse", "HEAD"],
                                              capture_output=True, text=True).stdout.strip() or None
-    return curves.side_result(spec, side, ENV, run, kind=CURVES[side], startup_s=startup_s,
-                              launched=launched)
+    return harness.side_result(spec, side, ENV, run, kind=CURVES[side], startup_s=startup_s,
+                               launched=launched)
 
 
 if __name__ == "__main__":
-    curves.driver_main(__doc__.splitlines()[0], SIDES, measure, STARTED)
+    harness.driver_main(__doc__.splitlines()[0], tuple(CURVES), measure, STARTED)

@@ -1,38 +1,33 @@
 """A uniform-random policy's mean episode return on every gymnax preset: the `random` end of
-the score ranges in `conf/score_ranges.yaml`, which `python -m purerl.report` normalizes
-returns by.
+the score ranges in `conf/score_ranges.yaml`, by which `python -m purerl.report` normalizes.
 
     python benchmarks/random_returns.py                  # every gymnax preset in conf/env/
     python benchmarks/random_returns.py cartpole acrobot
 
-Each preset's env (its `env.params` applied, as `python -m purerl.train +env=<preset>` makes
-it) plays `--episodes` episodes from independent resets, each action drawn uniformly from the
-action space (`action_space(params).sample`), every episode to its end (at most the env's
-`max_steps_in_episode`), vmapped in one program per preset. Writes
-`benchmarks/results/random_returns.json` (entries of presets not run this time are kept) and
-prints the table."""
+Each preset's env (as `purerl.train +env=<preset>` makes it) plays `--episodes` episodes from
+independent resets to their ends, vmapped in one program. Merges into
+`benchmarks/results/random_returns.json` and prints each preset's line."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import time
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from harness import BENCHMARKS
 from learning import all_presets
 
 from purerl.cli.preflight import compose_jobs
 from purerl.envs import make_env
 
-RESULTS = Path(__file__).resolve().parent / "results" / "random_returns.json"
+RESULTS = BENCHMARKS / "results" / "random_returns.json"
 
 
 def random_returns(env, env_params, key: jax.Array, episodes: int) -> tuple[np.ndarray, int]:
     """`[episodes]` returns of a uniform-random policy, and how many episodes ended."""
-    max_steps = int(env_params.max_steps_in_episode)
     space = env.action_space(env_params)
 
     def episode(key):
@@ -44,11 +39,12 @@ def random_returns(env, env_params, key: jax.Array, episodes: int) -> tuple[np.n
             action_key, step_key = jax.random.split(key)
             _, state, reward, terminated, truncated, _ = env.step(
                 step_key, state, space.sample(action_key), env_params)
-            total = total + jnp.where(done, 0.0, reward)
-            return (state, total, done | terminated | truncated), None
+            return (state, total + jnp.where(done, 0.0, reward),
+                    done | terminated | truncated), None
 
         carry = (state, jnp.float32(0.0), jnp.bool_(False))
-        (_, total, done), _ = jax.lax.scan(step, carry, jax.random.split(run_key, max_steps))
+        (_, total, done), _ = jax.lax.scan(
+            step, carry, jax.random.split(run_key, int(env_params.max_steps_in_episode)))
         return total, done
 
     totals, done = jax.jit(jax.vmap(episode))(jax.random.split(key, episodes))

@@ -6,70 +6,30 @@ the IQM table of docs/benchmarks.md.
     python benchmarks/report_presets.py cartpole --total-timesteps 50_000   # a check, cut short
     python benchmarks/report_presets.py --report-only   # the reports again, from the runs kept
 
-Each preset trains once, as one program of `--seeds` vmapped seeds at its default budget:
-`python -m purerl.train +env=<preset> num_seeds=8` into
-`benchmarks/results/report_presets/runs/<preset>/` (runs and reports are not kept in git). By
-default the presets are the gymnax ones whose one-seed run in `results/learning.json` took at
-most `--max-one-seed-s` (the CNN and GRU presets take minutes per seed on a 2-core CPU). Then,
-through the command line as a user types it, `python -m purerl.report runs/<preset>
-out=reports/<preset>` per preset (raw returns; the optimality gap to the preset's target where
-conf/score_ranges.yaml has one), and one report over the presets that have a score range,
-normalized, as one group (`group_by=all`, into `reports/normalized/`). Writes
-`benchmarks/results/report_presets.json`
-(each preset's wall time, steps/s and report; entries of presets not run this time are kept)
-and prints the markdown table of the presets run."""
+Each preset trains once, `--seeds` vmapped seeds at its default budget, into
+`results/report_presets/runs/<preset>/` (not in git); by default the presets whose one-seed run
+in `results/learning.json` took at most `--max-one-seed-s`. Then `python -m purerl.report` per
+preset, and one normalized report over those with a score range (`group_by=all`). Merges into
+`results/report_presets.json` and prints the table of the presets run."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import shutil
-import subprocess
-import sys
-import time
 from pathlib import Path
 
-from learning import all_presets
+from harness import BENCHMARKS, REPO
+from learning import all_presets, python_m, run_preset
 from omegaconf import OmegaConf
 
-REPO = Path(__file__).resolve().parent.parent
-OUT = REPO / "benchmarks" / "results" / "report_presets"
-RESULTS = REPO / "benchmarks" / "results" / "report_presets.json"
+OUT = BENCHMARKS / "results" / "report_presets"
+RESULTS = BENCHMARKS / "results" / "report_presets.json"
 RANGES = REPO / "conf" / "score_ranges.yaml"
-
-
-def default_presets(max_one_seed_s: float) -> list[str]:
-    """The gymnax presets whose one-seed run in results/learning.json took at most that long."""
-    learning = json.loads((REPO / "benchmarks" / "results" / "learning.json").read_text())
-    return [p for p in all_presets() if p in learning and learning[p]["wall_s"] <= max_one_seed_s]
-
-
-def command(*args: str) -> subprocess.CompletedProcess:
-    """`python -m ARGS` from the repository root; raises with its stderr when it fails."""
-    proc = subprocess.run([sys.executable, "-m", *args], cwd=REPO, capture_output=True,
-                          text=True)
-    if proc.returncode:
-        raise RuntimeError(f"python -m {' '.join(args)} failed ({proc.returncode}): "
-                           f"{proc.stderr[-2000:]}")
-    return proc
-
-
-def train(preset: str, seeds: int, total_timesteps: int | None) -> dict:
-    """The preset's run of `seeds` vmapped seeds; its summary's numbers and wall time."""
-    run_dir = OUT / "runs" / preset
-    shutil.rmtree(run_dir, ignore_errors=True)
-    budget = [] if total_timesteps is None else [f"total_timesteps={total_timesteps}"]
-    start = time.perf_counter()
-    command("purerl.train", f"+env={preset}", f"num_seeds={seeds}", *budget,
-            f"hydra.run.dir={run_dir}")
-    summary = json.loads((run_dir / "summary.json").read_text())
-    return {"env": summary["env"], "env_steps": summary["env_steps"], "sps": summary["sps"],
-            "compile_s": summary["compile_s"], "wall_s": round(time.perf_counter() - start, 1)}
 
 
 def report(*args: str) -> dict:
     """`python -m purerl.report ARGS`'s report.json (its `out=` is the last argument)."""
-    command("purerl.report", *args)
+    python_m("purerl.report", *args)
     return json.loads((Path(args[-1].removeprefix("out=")) / "report.json").read_text())
 
 
@@ -83,6 +43,7 @@ def interval(stat: dict) -> str:
 
 
 def markdown(results: dict, normalized: dict | None) -> str:
+    """The table of each preset's report, and a line of the normalized one."""
     lines = ["| preset | env | seeds | env steps | IQM [95% CI] | mean [95% CI] | "
              "optimality gap [95% CI] | wall s |",
              "| --- | --- | ---: | ---: | --- | --- | --- | ---: |"]
@@ -111,11 +72,18 @@ def main() -> None:
     parser.add_argument("--report-only", action="store_true",
                         help="report on the runs kept in results/report_presets/runs/")
     args = parser.parse_args()
-    presets = args.presets or default_presets(args.max_one_seed_s)
+    if not (presets := args.presets):
+        learning = json.loads((BENCHMARKS / "results" / "learning.json").read_text())
+        presets = [p for p in all_presets()
+                   if p in learning and learning[p]["wall_s"] <= args.max_one_seed_s]
     results = json.loads(RESULTS.read_text())["presets"] if RESULTS.exists() else {}
+    budget = [] if args.total_timesteps is None else [f"total_timesteps={args.total_timesteps}"]
     for preset in presets:
         if not args.report_only:
-            results[preset] = train(preset, args.seeds, args.total_timesteps)
+            summary = run_preset(preset, OUT / "runs" / preset, f"num_seeds={args.seeds}",
+                                 *budget)
+            results[preset] = {k: summary[k]
+                               for k in ("env", "env_steps", "sps", "compile_s", "wall_s")}
             print(f"{preset}: trained in {results[preset]['wall_s']} s", flush=True)
         results[preset]["report"] = report(str(OUT / "runs" / preset),
                                            f"out={OUT / 'reports' / preset}")

@@ -1,20 +1,15 @@
-"""Training throughput against the number of devices: weak scaling (a fixed number of envs per
-device) and strong scaling (a fixed total), on one process's devices and on processes joined by
-JAX's distributed runtime.
+"""Training throughput against the number of devices: weak scaling (fixed envs per device) and
+strong scaling (a fixed total), on one process's devices and on processes joined by JAX's
+distributed runtime.
 
     python benchmarks/scaling.py                           # CPU: forced devices and processes
     python benchmarks/scaling.py --modes devices --counts 1 2 4 8 --out results/scaling_gpu.json
     python benchmarks/scaling.py --plot-only                # redraw the PNG from the JSON
 
-Each point runs in fresh processes (the device count of a process is fixed when JAX starts):
-`devices` gives one process N devices (forced CPU devices on a CPU, the first N of
-CUDA_VISIBLE_DEVICES on GPUs), `processes` starts N processes of one device each on localhost
-(collectives over gloo on a CPU). Every point reports the compile time of the whole-run program
-apart from its steady-state env steps/s (the best of --repeats runs), the efficiency against
-ideal (steps/s over N times the 1-device steps/s of the same scaling), and what the all-reduces
-cost: the same number of gradient all-reduces as one update makes (epochs x minibatches, each of
-the whole parameter vector), timed alone, per update. Writes a JSON file, a PNG plot beside it,
-and prints a markdown table. Other settings are PureJaxRL's CartPole ones."""
+Each point runs in fresh processes: `devices` one process of N devices (forced CPU devices or
+the first N GPUs), `processes` N one-device processes on localhost. A point: the compile time,
+env steps/s (the best of --repeats), the efficiency against N times 1 device's, and the share of
+an update its gradient all-reduces take, timed alone. Writes JSON and PNG, prints the table."""
 
 from __future__ import annotations
 
@@ -28,15 +23,14 @@ import sys
 import time
 from pathlib import Path
 
-from tables import scaling_table  # this file's folder is first on sys.path
+from harness import BENCHMARKS, timed  # this file's folder is first on sys.path
+from tables import scaling_table
 
-RESULTS = Path(__file__).resolve().parent / "results"
 SCALINGS = ("weak", "strong")
 
 
 def worker(args) -> None:
-    """One point, in this process (one of several with --num-processes): prints its JSON row
-    from process 0."""
+    """One point in this process (one of --num-processes); process 0 prints its JSON row."""
     from purerl.config import DistributedConfig
     from purerl.parallel.distributed import initialize
 
@@ -58,92 +52,71 @@ def worker(args) -> None:
     program = make_program(config)
     key = jax.random.key(0)
     start = time.perf_counter()
-    train = jax.jit(program.train).lower(key).compile()
+    programs = {"train": jax.jit(program.train).lower(key).compile()}
     compile_s = time.perf_counter() - start
 
-    # The update's all-reduces alone: epochs x minibatches means of the parameter vector.
     params = jax.eval_shape(program.init, key).params
     size = sum(int(np.prod(p.shape[1:])) for p in jax.tree.leaves(params))
     reduces = config.ppo.num_epochs * config.ppo.num_minibatches
     devices = jax.device_count()
+    if devices > 1:  # the updates' all-reduces alone
 
-    def all_reduces(x):
-        return jax.lax.scan(lambda c, _: (per_device(pmean(c, DEVICE_AXIS), DEVICE_AXIS), None),
-                            x, None,
-                            reduces * args.updates)[0]
+        def all_reduces(x):
+            return jax.lax.scan(lambda c, _: (per_device(pmean(c, DEVICE_AXIS), DEVICE_AXIS),
+                                              None), x, None, reduces * args.updates)[0]
 
-    vector = jax.device_put(np.ones((devices, size), np.float32),
-                            jax.sharding.NamedSharding(make_mesh(), P(DEVICE_AXIS)))
-    reduce = None
-    if devices > 1:
+        vector = jax.device_put(np.ones((devices, size), np.float32),
+                                jax.sharding.NamedSharding(make_mesh(), P(DEVICE_AXIS)))
         reduce = jax.jit(shard_over_devices(all_reduces, mesh=make_mesh(), in_specs=P(DEVICE_AXIS),
                                             out_specs=P(DEVICE_AXIS))).lower(vector).compile()
-    best_train = best_reduce = float("inf")
-    for i in range(args.repeats):
-        tick = time.perf_counter()
-        jax.block_until_ready(train(jax.random.fold_in(key, i)))
-        best_train = min(best_train, time.perf_counter() - tick)
-        if reduce is not None:
-            tick = time.perf_counter()
-            jax.block_until_ready(reduce(vector))
-            best_reduce = min(best_reduce, time.perf_counter() - tick)
+        programs["reduce"] = lambda _: reduce(vector)
+    best, _ = timed(programs, key, args.repeats)
     env_steps = args.updates * config.batch_size
     if jax.process_index() == 0:
         print(json.dumps({
             "devices": devices, "processes": jax.process_count(), "num_envs": args.num_envs,
             "env_steps": env_steps, "compile_s": round(compile_s, 3),
-            "train_s": round(best_train, 4), "train_sps": round(env_steps / best_train),
+            "train_s": round(best["train"], 4), "train_sps": round(env_steps / best["train"]),
             "params": size, "all_reduces_per_update": reduces if devices > 1 else 0,
-            "all_reduce_s_per_update": (round(best_reduce / args.updates, 6)
-                                        if reduce is not None else 0.0),
-            "update_s": round(best_train / args.updates, 6),
+            "all_reduce_s_per_update": (round(best["reduce"] / args.updates, 6)
+                                        if devices > 1 else 0.0),
+            "update_s": round(best["train"] / args.updates, 6),
         }), flush=True)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("localhost", 0))
-        return s.getsockname()[1]
-
-
 def measure(mode: str, count: int, num_envs: int, args) -> dict:
-    """One point: `count` devices of one process (`devices`) or `count` one-device processes
-    (`processes`), training `num_envs` envs in all."""
+    """One point: `count` devices of one process or `count` one-device processes, training
+    `num_envs` envs in all."""
     base = [sys.executable, __file__, "--worker", "--env", args.env, "--num-envs", str(num_envs),
             "--updates", str(args.updates), "--repeats", str(args.repeats)]
     env = dict(os.environ)
+    if args.platform == "cpu":
+        env["XLA_FLAGS"] = ("--xla_force_host_platform_device_count="
+                            f"{count if mode == 'devices' else 1}")
     if mode == "devices":
-        if args.platform == "cpu":
-            env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={count}"
-        else:
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, range(count)))
-        commands = [base]
+        commands, visible = [base], [range(count)]
     else:
-        port = free_port()
-        if args.platform == "cpu":
-            env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=1"
+        with socket.socket() as s:
+            s.bind(("localhost", 0))
+            port = s.getsockname()[1]
         commands = [base + ["--num-processes", str(count), "--process-id", str(i),
                             "--port", str(port)] for i in range(count)]
-    procs = []
-    for i, command in enumerate(commands):
-        own = dict(env)
-        if mode == "processes" and args.platform != "cpu":
-            own["CUDA_VISIBLE_DEVICES"] = str(i)
-        procs.append(subprocess.Popen(command, env=own, stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, text=True))
+        visible = [[i] for i in range(count)]
+    procs = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=env if args.platform == "cpu"
+                              else {**env, "CUDA_VISIBLE_DEVICES": ",".join(map(str, ids))})
+             for command, ids in zip(commands, visible)]
     outputs = [proc.communicate(timeout=args.timeout) for proc in procs]
     for proc, (_, stderr) in zip(procs, outputs):
         if proc.returncode != 0:
             raise RuntimeError(f"{mode}={count} failed:\n{stderr[-3000:]}")
-    row = json.loads(outputs[0][0].strip().splitlines()[-1])
-    row["mode"] = mode
+    row = {**json.loads(outputs[0][0].strip().splitlines()[-1]), "mode": mode}
     print(json.dumps(row), flush=True)
     return row
 
 
 def with_efficiency(rows: list[dict]) -> list[dict]:
-    """Each row's efficiency: its steps/s over `devices` times the 1-device steps/s of the same
-    mode and scaling."""
+    """Each row's speedup over the 1-device row of its mode and scaling, and its efficiency."""
     for row in rows:
         one = next(r for r in rows if r["mode"] == row["mode"] and r["scaling"] == row["scaling"]
                    and r["devices"] == 1)
@@ -155,7 +128,7 @@ def with_efficiency(rows: list[dict]) -> list[dict]:
 
 def plot(rows: list[dict], path: Path) -> None:
     """Training steps/s against devices, a panel per scaling, a line per mode and the ideal
-    line from the first mode's single device; one legend below the panels."""
+    one from the first mode's single device."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -186,11 +159,10 @@ def plot(rows: list[dict], path: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    for hidden, default in (("--num-processes", 1), ("--process-id", 0), ("--port", 0),
+                            ("--num-envs", 0)):  # a worker's
+        parser.add_argument(hidden, type=int, default=default, help=argparse.SUPPRESS)
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--num-processes", type=int, default=1, help=argparse.SUPPRESS)
-    parser.add_argument("--process-id", type=int, default=0, help=argparse.SUPPRESS)
-    parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
-    parser.add_argument("--num-envs", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--env", default="CartPole-v1")
     parser.add_argument("--modes", nargs="+", default=["devices", "processes"],
                         choices=["devices", "processes"])
@@ -201,7 +173,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--platform", default="cpu", choices=["cpu", "gpu"])
     parser.add_argument("--timeout", type=float, default=1800)
-    parser.add_argument("--out", type=Path, default=RESULTS / "scaling.json")
+    parser.add_argument("--out", type=Path, default=BENCHMARKS / "results" / "scaling.json")
     parser.add_argument("--plot-only", action="store_true",
                         help="redraw the PNG from the JSON at --out, measuring nothing")
     args = parser.parse_args()
@@ -209,20 +181,16 @@ def main() -> None:
         return plot(json.loads(args.out.read_text())["rows"], args.out.with_suffix(".png"))
     if args.worker:
         return worker(args)
-    rows = []
-    for mode in args.modes:
-        for count in args.counts:
-            for scaling in SCALINGS:
-                num_envs = args.envs_per_device * count if scaling == "weak" else args.total_envs
-                rows.append({**measure(mode, count, num_envs, args), "scaling": scaling})
-    rows = with_efficiency(rows)
+    rows = [{**measure(mode, count, args.envs_per_device * count if scaling == "weak"
+                       else args.total_envs, args), "scaling": scaling}
+            for mode in args.modes for count in args.counts for scaling in SCALINGS]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({
         "machine": {"platform": args.platform, "processor": platform.processor(),
                     "cpus": os.cpu_count()},
         "settings": {"env": args.env, "updates": args.updates, "repeats": args.repeats,
                      "envs_per_device": args.envs_per_device, "total_envs": args.total_envs},
-        "rows": rows,
+        "rows": with_efficiency(rows),
     }, indent=1))
     plot(rows, args.out.with_suffix(".png"))
     print(scaling_table(rows))

@@ -4,13 +4,9 @@
     python benchmarks/suites.py craftax-classic-symbolic --updates 4
     python benchmarks/suites.py craftax-classic-symbolic --reset-pool 0 8   # optimistic resets
 
-For each preset (conf/env/<preset>.yaml, at its own num_envs and ppo.num_steps): the compile
-time of the whole-run program (`jax.jit(make_train(config))`) and of the raw stepping program,
-the steady-state training env steps/s over --updates updates, and the env steps/s of the same
-envs stepped by random actions through the adapter as the trainer steps them (auto-reset,
-episode statistics; vmapped over envs, scanned over time, no learning); the best of --repeats
-runs, the programs taking turns. With --reset-pool, each preset is measured at each pool size
-(`env.reset_pool`, 0: every env its own reset). Writes results/suites.json and prints a table."""
+Per preset and --reset-pool size (0: every env its own reset): the compile times and env steps/s
+(the best of --repeats) of the whole-run program and of the same envs stepped by random actions
+through the adapter. Writes results/suites.json and prints the table."""
 
 from __future__ import annotations
 
@@ -24,7 +20,7 @@ from pathlib import Path
 
 import jax
 import jax.numpy as jnp
-from harness import timed
+from harness import BENCHMARKS, timed
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 from tables import suites_table
@@ -36,26 +32,15 @@ from purerl.nets.agent import make_agent
 from purerl.parallel.program import make_train
 from purerl.validation import validate
 
-RESULTS = Path(__file__).resolve().parent / "results"
-
 
 def installed_suite_presets() -> list[str]:
     """The presets in conf/env/ of the suites that are installed."""
     presets = []
     for path in sorted((config_dir() / "env").glob("*.yaml")):
-        name = OmegaConf.load(path).get("env", {}).get("name", "")
-        prefix = str(name).partition("/")[0]
+        prefix = str(OmegaConf.load(path).get("env", {}).get("name", "")).partition("/")[0]
         if prefix in SUITES and importlib.util.find_spec(SUITES[prefix].package) is not None:
             presets.append(path.stem)
     return presets
-
-
-def preset_config(preset: str, updates: int, reset_pool: int):
-    with initialize_config_dir(str(config_dir()), version_base="1.3"):
-        cfg = compose("config", overrides=[f"+env={preset}", f"env.reset_pool={reset_pool}"])
-    config = OmegaConf.to_object(cfg)
-    config.total_timesteps = updates * config.batch_size
-    return validate(config, jax.local_device_count())
 
 
 def raw_env_program(config, num_updates: int):
@@ -84,7 +69,11 @@ def raw_env_program(config, num_updates: int):
 
 
 def measure(preset: str, updates: int, repeats: int, reset_pool: int) -> dict:
-    config = preset_config(preset, updates, reset_pool)
+    with initialize_config_dir(str(config_dir()), version_base="1.3"):
+        cfg = compose("config", overrides=[f"+env={preset}", f"env.reset_pool={reset_pool}"])
+    config = OmegaConf.to_object(cfg)
+    config.total_timesteps = updates * config.batch_size
+    config = validate(config, jax.local_device_count())
     key = jax.random.key(0)
     programs, compile_s = {}, {}
     for name, program in (("raw", raw_env_program(config, config.num_updates)),
@@ -110,7 +99,7 @@ def main() -> None:
     parser.add_argument("--updates", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--reset-pool", type=int, nargs="+", default=[0])
-    parser.add_argument("--out", type=Path, default=RESULTS / "suites.json")
+    parser.add_argument("--out", type=Path, default=BENCHMARKS / "results" / "suites.json")
     args = parser.parse_args()
     rows = [measure(preset, args.updates, args.repeats, pool)
             for preset in args.presets or installed_suite_presets() for pool in args.reset_pool]

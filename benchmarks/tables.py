@@ -5,7 +5,7 @@
     python benchmarks/tables.py --figures   # and draws the figures (needs matplotlib)
 
 A table sits in a markdown file between `<!-- table: NAME -->` and `<!-- /table -->`: NAME is a
-key of TABLES, or `plans:`, `profile:` or `work:` and a results file of `peers.py --plans`.
+key of TABLES, or `plans:` or `profile:` and a results file of `peers.py --plans`.
 `tests/test_docs.py` fails when a committed table differs from what the results render."""
 
 from __future__ import annotations
@@ -18,14 +18,17 @@ import statistics
 import sys
 from typing import NamedTuple
 
-from harness import BENCHMARKS, HEADINGS, REPO
+from harness import BENCHMARKS, REPO, heading
 
 RESULTS = BENCHMARKS / "results"
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 MARKED = re.compile(r"(<!-- table: (\S+) -->\n)(.*?)(<!-- /table -->)", re.DOTALL)
 # The measures of a peer's result, by the start of their line's "what".
 PROCESS, TO_RETURN, SPS = "whole process", "time to the return", "training, compile excluded"
+COMMAND = "the command, start to exit"
 FINAL = "final return"
+# PureJaxRL's results files (`peers.py`'s default peer)
+PUREJAXRL = ["peers.json", "peers_lean.json", "peers_16384envs.json", "peers_gru.json"]
 
 
 @functools.cache  # a summary reads each file once per measure and side; callers only read
@@ -83,43 +86,22 @@ def sources_line(names: list[str]) -> str:
 
 
 def peers_detail() -> str:
-    """Every other peer's results files as one table: a line per program and side, each cell
-    `peer / purerl (purerl / peer)`, and the files' dates and commits below."""
-    lines = ["| peer, program | sides | time to the return s | training steps/s | "
-             "final return |", "| --- | --- | ---: | ---: | ---: |"]
-    sources = []
-    for name in dict.fromkeys(setting.results for setting in SUMMARY):
+    """Every peer's results files as one table: a line per program and pair of sides, each
+    cell `peer / purerl (purerl / peer)`, and the files' dates and commits below."""
+    lines = ["| peer, program | sides | compile s | time to the return s | training steps/s | "
+             "final return |", "| --- | --- | ---: | ---: | ---: | ---: |"]
+    names = list(dict.fromkeys([*PUREJAXRL, *(setting.results for setting in SUMMARY)]))
+    for name in names:
         result = load(name)
-        for _, table in peer_tables(result):
-            theirs, ours = table["side"], table.get("purerl_side", "purerl")
-            cells = [pair(line_of(table, start), theirs, ours) for start in (TO_RETURN, SPS, FINAL)]
-            lines.append(f"| {result['peer']}: {table['program']} | {HEADINGS[theirs]} / "
-                         f"{HEADINGS[ours]} | " + " | ".join(cells) + " |")
-        sources.append(name)
-    return "\n".join(lines) + "\n\n" + sources_line(sources)
-
-
-def purejaxrl_detail() -> str:
-    """PureJaxRL's whole-run programs against purerl's, a line per program of `peers.json`,
-    `peers_16384envs.json` and `peers_gru.json` (with purerl's GRU against its MLP)."""
-    lines = ["| program | sides | compile s | training steps/s | final return |",
-             "| --- | --- | ---: | ---: | ---: |"]
-    sources = []
-    for name in ("peers.json", "peers_16384envs.json", "peers_gru.json"):
-        result = load(name)
-        for key, sides in (("table", ("purejaxrl", "purerl")),
-                           ("gru_vs_mlp_table", ("mlp", "gru"))):
-            programs = {}
-            for line in result.get(key) or []:
-                for start in ("compile of the whole-run program (lowering included), ",
-                              "training, ", "final return, "):
-                    if line["what"].startswith(start):
-                        programs.setdefault(line["what"][len(start):], []).append(line)
-            for program, measures in programs.items():
-                lines.append(f"| {program} | {HEADINGS[sides[0]]} / {HEADINGS[sides[1]]} | "
-                             + " | ".join(pair(m, *sides) for m in measures) + " |")
-        sources.append(name)
-    return "\n".join(lines) + "\n\n" + sources_line(sources)
+        for row, table in peer_tables(result):
+            if row == "cli":  # the commands whole: the summary's
+                continue
+            theirs, ours = table["side"], table["purerl_side"]
+            cells = [pair(line_of(table, start), theirs, ours)
+                     for start in ("compile", TO_RETURN, SPS, FINAL)]
+            lines.append(f"| {result['peer']}: {table['program']} | {heading(theirs)} / "
+                         f"{heading(ours)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n\n" + sources_line(names)
 
 
 def plans(name: str) -> str:
@@ -129,15 +111,15 @@ def plans(name: str) -> str:
     (turns,) = result["rows"].values()
 
     def median(side, key):
-        return statistics.median(turn[side][0][key] for turn in turns)
+        return statistics.median(turn[0][side][key] for turn in turns)
 
     theirs = median("purejaxrl", "sps")
     lines = ["| purerl's plan | compile s | training steps/s | purerl / PureJaxRL |",
              "| --- | ---: | ---: | ---: |",
              f"| PureJaxRL | {median('purejaxrl', 'compile_s'):.1f} | "
              f"{number(theirs, 'steps/s')} | |"]
-    for side in (side for side in turns[0] if side.startswith("purerl:")):
-        ratios = [turn[side][0]["sps"] / turn["purejaxrl"][0]["sps"] for turn in turns]
+    for side in (side for side in turns[0][0] if side.startswith("purerl:")):
+        ratios = [turn[0][side]["sps"] / turn[0]["purejaxrl"]["sps"] for turn in turns]
         spread = f" ({min(ratios):.2f}-{max(ratios):.2f})" if len(ratios) > 1 else ""
         lines.append(f"| {side.removeprefix('purerl:')} | {median(side, 'compile_s'):.1f} | "
                      f"{number(median(side, 'sps'), 'steps/s')} | "
@@ -150,7 +132,7 @@ def profile(name: str) -> str:
     (row, turns), = load(name)["rows"].items()
     sides = {"purejaxrl": "PureJaxRL", "purerl:plain": "purerl, plain plan",
              "purerl:purejaxrl_layout": "purerl, PureJaxRL's layout"}
-    kinds = {side: turns[0][side][0]["profile"]["kinds_ms"] for side in sides}
+    kinds = {side: turns[0][0][side]["profile"]["kinds_ms"] for side in sides}
     lines = ["| kind of op | " + " | ".join(sides.values()) + " |",
              "| --- |" + " ---: |" * len(sides)]
     for kind in sorted({k for each in kinds.values() for k in each},
@@ -159,48 +141,6 @@ def profile(name: str) -> str:
                                                   for side in sides) + " |")
     totals = [sum(each.values()) for each in kinds.values()]
     return "\n".join(lines + ["| all | " + " | ".join(f"{t:,.0f}" for t in totals) + " |"])
-
-
-# The primitives of a jaxpr by kind, for `work:FILE` (the rest: elementwise).
-WORK_KINDS = {
-    "matmul": {"dot_general"}, "sort": {"sort"},
-    "gather/scatter/slice": {"gather", "scatter", "scatter-add", "scatter_add", "dynamic_slice",
-                             "dynamic_update_slice"},
-    "layout (pad, slice, reshape, concatenate, broadcast, ...)": {
-        "pad", "slice", "squeeze", "reshape", "concatenate", "stack", "unstack", "split",
-        "broadcast_in_dim", "transpose", "expand_dims", "rev", "copy", "copy_p"},
-    "random bits": {"random_bits", "threefry2x32", "random_wrap", "random_unwrap",
-                    "random_split", "random_fold_in", "random_seed"},
-}
-WORK_SIDES = {"purejaxrl": "PureJaxRL", "purerl:plain": "purerl, plain plan",
-              "purerl:purejaxrl_layout": "purerl, PureJaxRL's layout"}
-
-
-def work(name: str) -> str:
-    """`peers.py --work`: what each side's program computes per update, from its jaxpr:
-    elements written by kind of primitive (in millions), executions, and the dots' GFLOP."""
-    (row, turns), = load(name)["rows"].items()
-    per_side = {}
-    for side in WORK_SIDES:
-        (program,) = turns[0][side]
-        updates = program["total_timesteps"] // (program["num_envs"] * 128)
-        kinds = {}
-        for primitive, n in program["work"]["elements"].items():
-            kind = next((k for k, members in WORK_KINDS.items() if primitive in members),
-                        "elementwise")
-            kinds[kind] = kinds.get(kind, 0) + n / updates
-        kinds["executions"] = sum(program["work"]["executions"].values()) / updates
-        kinds["GFLOP"] = program["work"]["gflop"] / updates
-        per_side[side] = kinds
-    lines = ["| per update | " + " | ".join(WORK_SIDES.values()) + " |",
-             "| --- |" + " ---: |" * len(WORK_SIDES)]
-    for kind in [*WORK_KINDS, "elementwise"]:
-        lines.append(f"| {kind}, M elements | " + " | ".join(
-            f"{per_side[side].get(kind, 0) / 1e6:,.0f}" for side in WORK_SIDES) + " |")
-    for kind in ("executions", "GFLOP"):
-        lines.append(f"| {'primitives run' if kind == 'executions' else 'matmul GFLOP'} | "
-                     + " | ".join(f"{per_side[side][kind]:,.0f}" for side in WORK_SIDES) + " |")
-    return "\n".join(lines)
 
 
 class Setting(NamedTuple):
@@ -279,23 +219,25 @@ def summary_cells(setting: Setting) -> tuple[str, str]:
 def summary() -> str:
     """Each peer at its home setting: purerl / peer of the time to the return and of the
     training rate, against the peer lean and (in brackets) as shipped."""
-    shipped, lean = load("peers.json"), load("peers_lean.json")
-    process = {r["what"][:20]: r["ratio"] for r in lean["table"]}
-    shipped_process = {r["what"][:20]: r["ratio"] for r in shipped["table"]}
-    sps = {r["what"]: r["ratio"] for name in ("peers.json", "peers_16384envs.json")
-           for r in load(name)["table"] if r["what"].startswith("training")}
-    cold, warm = (key[:20] for key in (shipped["table"][0]["what"], shipped["table"][1]["what"]))
+    tables = {(row, t["side"], t["purerl_side"]): t for name in PUREJAXRL
+              for row, t in peer_tables(load(name))}
+
+    def ratio(row, side, ours, start):
+        return line_of(tables[(row, side, ours)], start)["ratio"]
+
+    times = [" / ".join(f"{ratio('cli', side, ours, COMMAND):.2f}"
+                        for ours in ("purerl", "purerl-warm"))
+             for side in ("purejaxrl-lean", "purejaxrl")]
+    rates = "; ".join(f"{ratio(row, 'purejaxrl', 'purerl', SPS):.2f}x at {label}"
+                      for row, label in (("4envs", "4 envs"), ("1024envs", "1,024"),
+                                         ("16384envs", "16,384")))
     rows = ["| peer, setting | time to the return, purerl / peer | training steps/s, purerl "
             "/ peer |", "| --- | ---: | ---: |",
-            f"| PureJaxRL `ppo.py`, CartPole, 4 envs (whole process to 500, compile cache empty "
-            f"/ warm) | {process[cold]:.2f} / {process[warm]:.2f} ({shipped_process[cold]:.2f} "
-            f"/ {shipped_process[warm]:.2f}) | "
-            + "; ".join(f"{value:.2f}x at {label}" for label, value in zip(
-                ("4 envs", "1,024", "16,384"), sps.values())) + " |"]
+            "| PureJaxRL `ppo.py`, CartPole, 4 envs (the whole command to 500, compile cache "
+            f"empty / warm) | {times[0]} ({times[1]}) | {rates} |"]
     for setting in SUMMARY:
         rows.append(f"| {setting.label} | " + " | ".join(summary_cells(setting)) + " |")
-    names = ["peers.json", "peers_lean.json", "peers_16384envs.json",
-             *dict.fromkeys(setting.results for setting in SUMMARY)]
+    names = [*PUREJAXRL, *dict.fromkeys(setting.results for setting in SUMMARY)]
     dates = sorted(load(name)["date"][:10] for name in names)
     versions = sorted({load(name)["purerl"]["versions"].get("purerl") for name in names})
     return "\n".join(rows) + (f"\n\n*Measured {dates[0]} to {dates[-1]}, purerl "
@@ -387,7 +329,6 @@ def gpu() -> str:
 TABLES = {
     "summary": summary,
     "peers-detail": peers_detail,
-    "purejaxrl-detail": purejaxrl_detail,
     "learning": learning,
     "recurrent": recurrent,
     "throughput": lambda: rows_table("throughput.json", [
@@ -438,10 +379,10 @@ def iqm() -> str:
 
 
 def render(name: str) -> str:
-    """The table NAME: `plans:FILE`, `profile:FILE` or `work:FILE` of a `peers.py --plans` run,
+    """The table NAME: `plans:FILE` or `profile:FILE` of a `peers.py --plans` run,
     or a key of TABLES."""
     kind, _, file = name.rpartition(":")
-    return {"plans": plans, "profile": profile, "work": work}[kind](file) if kind \
+    return {"plans": plans, "profile": profile}[kind](file) if kind \
         else TABLES[name]()
 
 

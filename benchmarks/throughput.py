@@ -4,13 +4,9 @@
     python benchmarks/throughput.py --num-envs 4096 16384 --out results/throughput_gpu.json
     python benchmarks/throughput.py --plot-only          # redraw the PNG from the JSON
 
-For each num_envs: compile time of the whole-run program (cold: the best of two compiles, each
-into an empty cache; and again from JAX's persistent compilation cache, as a second run of the
-same config gets it when JAX_COMPILATION_CACHE_DIR is set), its steady-state training env
-steps/s (compile excluded), and the env steps/s of the same envs stepped with random actions
-(vmapped over envs, scanned over time, no learning); each is the best of --repeats runs, the
-programs taking turns. Writes a JSON file and a PNG plot next to it. Other settings are
-PureJaxRL's CartPole ones (128 steps, 4 epochs x 4 minibatches, two 64x64 tanh towers)."""
+Per num_envs: the whole-run program's compile time (cold, and from JAX's persistent cache), its
+training env steps/s, and those of random actions stepping the same envs, no learning (the best
+of --repeats, taking turns). Writes a JSON file and a PNG beside it."""
 
 from __future__ import annotations
 
@@ -25,7 +21,7 @@ from pathlib import Path
 
 import jax
 import numpy as np
-from harness import timed  # this file's folder is first on sys.path
+from harness import BENCHMARKS, timed  # this file's folder is first on sys.path
 from jax.experimental.compilation_cache import compilation_cache
 
 from purerl.config import Config, EnvConfig
@@ -34,15 +30,7 @@ from purerl.logging.history import final_returns
 from purerl.parallel.program import make_train
 from purerl.validation import validate
 
-RESULTS = Path(__file__).resolve().parent / "results"
-COLD_COMPILES = 2
-
-
-def empty_compilation_cache(root: str) -> None:
-    """Points JAX's persistent compilation cache at a new empty directory under `root`: the
-    next compile is cold (and writes it), a build of the same program after it a hit."""
-    compilation_cache.reset_cache()
-    compilation_cache.set_cache_dir(tempfile.mkdtemp(dir=root))
+COLD_COMPILES = 2  # on a shared machine one compile can take 1.3x another of the same program
 
 
 def raw_env_program(env, env_params, num_envs: int, num_steps: int, num_rollouts: int,
@@ -50,9 +38,8 @@ def raw_env_program(env, env_params, num_envs: int, num_steps: int, num_rollouts
     """`run(key) -> total reward`: `num_rollouts` x `num_steps` steps of `num_envs` envs.
 
     With `collect`, each rollout keeps its `[T, B]` rewards and dones, the least a trainer must
-    keep. Without it each step yields one scalar; XLA:CPU then compiles the whole time loop as
-    one function (its per-iteration footprint is under `xla_cpu_small_while_loop_byte_threshold`,
-    1 KB), an upper bound no trainer can reach."""
+    keep. Without it each step yields one scalar, which XLA:CPU compiles as one function (under
+    `xla_cpu_small_while_loop_byte_threshold`): an upper bound no trainer can reach."""
     step_envs = jax.vmap(env.step, in_axes=(0, 0, 0, None))
     num_actions = env.action_space(env_params).n
 
@@ -68,14 +55,11 @@ def raw_env_program(env, env_params, num_envs: int, num_steps: int, num_rollouts
             _, state, reward, terminated, truncated, _ = step_envs(
                 jax.random.split(env_key, num_envs), state, action, env_params)
             done = (terminated | truncated).astype(reward.dtype)
-            if collect:
-                return (state, key), (reward, done)
-            return (state, key), reward.sum()
+            return (state, key), ((reward, done) if collect else reward.sum())
 
         def rollout(carry, _):
             carry, out = jax.lax.scan(step, carry, None, num_steps)
-            rewards = out[0] * (1 - out[1]) if collect else out
-            return carry, rewards.sum()
+            return carry, (out[0] * (1 - out[1]) if collect else out).sum()
 
         _, rewards = jax.lax.scan(rollout, (state, key), None, num_rollouts)
         return rewards.sum()
@@ -89,53 +73,39 @@ def measure(env_name: str, num_envs: int, timesteps: int, min_updates: int, repe
     config.total_timesteps = max(timesteps, min_updates * config.batch_size)
     validate(config, jax.local_device_count())
     key = jax.random.key(0)
-
     env, env_params = make_env(config.env)
-    programs = {
-        name: jax.jit(raw_env_program(env, env_params, num_envs, config.ppo.num_steps,
-                                      config.num_updates, collect)).lower(key).compile()
-        for name, collect in (("raw", True), ("scalar", False))
-    }
-    # The raw programs compiled first, so JAX's one-time start-up costs are not counted here.
-    # Cold compiles, each into an empty persistent cache (the best of `COLD_COMPILES`: on a
-    # shared machine one compile can take 1.3x another of the same program).
-    cold_s = []
-    for _ in range(COLD_COMPILES):
-        empty_compilation_cache(cache_root)
+    # The raw programs first, so that JAX's one-time start-up is not in a compile timed below.
+    programs = {name: jax.jit(raw_env_program(env, env_params, num_envs, config.ppo.num_steps,
+                                              config.num_updates, collect)).lower(key).compile()
+                for name, collect in (("raw", True), ("scalar", False))}
+    compile_s = []
+    for attempt in range(COLD_COMPILES + 1):  # cold, each into an empty cache; then from it
+        if attempt < COLD_COMPILES:
+            compilation_cache.reset_cache()
+            compilation_cache.set_cache_dir(tempfile.mkdtemp(dir=cache_root))
         start = time.perf_counter()
         programs["train"] = jax.jit(make_train(config)).lower(key).compile()
-        cold_s.append(time.perf_counter() - start)
-    # The same program built again, as a second run or sweep job would: traced and lowered
-    # anew, its executable loaded from JAX's persistent compilation cache.
-    start = time.perf_counter()
-    jax.jit(make_train(config)).lower(key).compile()
-    cached_compile_s = time.perf_counter() - start
+        compile_s.append(time.perf_counter() - start)
+    *cold_s, cached_compile_s = compile_s
     best, outputs = timed(programs, key, repeats)
-    raw_s, scalar_s, train_s = best["raw"], best["scalar"], best["train"]
     _, metrics = outputs["train"]
     final_return = final_returns(np.asarray(metrics.episode_return_sum),
                                  np.asarray(metrics.episode_count))[0]
     env_steps = config.num_updates * config.batch_size
-    row = {
-        "num_envs": num_envs,
-        "env_steps": env_steps,
-        "compile_s": round(min(cold_s), 3),
-        "cold_compiles_s": [round(t, 3) for t in cold_s],
-        "cached_compile_s": round(cached_compile_s, 3),
-        "train_s": round(train_s, 4),
-        "train_sps": round(env_steps / train_s),
-        "raw_env_sps": round(env_steps / raw_s),
-        "ratio": round(raw_s / train_s, 4),
-        "raw_scalar_output_sps": round(env_steps / scalar_s),
-        "final_return": None if final_return is None else round(final_return, 1),
-    }
+    row = {"num_envs": num_envs, "env_steps": env_steps, "compile_s": round(min(cold_s), 3),
+           "cold_compiles_s": [round(t, 3) for t in cold_s],
+           "cached_compile_s": round(cached_compile_s, 3), "train_s": round(best["train"], 4),
+           "train_sps": round(env_steps / best["train"]),
+           "raw_env_sps": round(env_steps / best["raw"]),
+           "ratio": round(best["raw"] / best["train"], 4),
+           "raw_scalar_output_sps": round(env_steps / best["scalar"]),
+           "final_return": None if final_return is None else round(final_return, 1)}
     print(json.dumps(row), flush=True)
     return row
 
 
 def plot(result: dict, path: Path) -> None:
-    """Raw stepping and training steps/s against num_envs, each training point annotated with
-    its share of raw stepping; the legend below the axes."""
+    """Raw stepping and training steps/s against num_envs, training annotated with its share."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -168,7 +138,7 @@ def main() -> None:
     parser.add_argument("--timesteps", type=int, default=500_000)
     parser.add_argument("--min-updates", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--out", type=Path, default=RESULTS / "throughput.json")
+    parser.add_argument("--out", type=Path, default=BENCHMARKS / "results" / "throughput.json")
     parser.add_argument("--plot-only", action="store_true",
                         help="redraw the PNG from the JSON at --out, measuring nothing")
     args = parser.parse_args()
@@ -176,19 +146,14 @@ def main() -> None:
         return plot(json.loads(args.out.read_text()), args.out.with_suffix(".png"))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     cache_root = tempfile.mkdtemp(prefix="purerl_xla_cache_")
-
     device = jax.devices()[0]
-    result = {
-        "env": args.env,
-        "device": (f"{device.platform} ({os.cpu_count()} cores)" if device.platform == "cpu"
-                   else f"{device.platform}: {device.device_kind}"),
-        "num_devices": jax.local_device_count(),
-        "host": platform.processor() or platform.machine(),
-        "jax": jax.__version__,
-        "rows": [measure(args.env, n, args.timesteps, args.min_updates, args.repeats,
-                         cache_root)
-                 for n in args.num_envs],
-    }
+    result = {"env": args.env,
+              "device": (f"cpu ({os.cpu_count()} cores)" if device.platform == "cpu"
+                         else f"{device.platform}: {device.device_kind}"),
+              "num_devices": jax.local_device_count(),
+              "host": platform.processor() or platform.machine(), "jax": jax.__version__,
+              "rows": [measure(args.env, n, args.timesteps, args.min_updates, args.repeats,
+                               cache_root) for n in args.num_envs]}
     shutil.rmtree(cache_root)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")

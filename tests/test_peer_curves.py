@@ -1,4 +1,5 @@
-"""benchmarks/peer_curves.py: reading a learning curve to a time to a return."""
+"""benchmarks/harness.py and peers.py: reading a learning curve to a time to a return, and
+how the runner pairs, runs and compares the sides of a peer."""
 
 import json
 import math
@@ -7,7 +8,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
-import peer_curves as curves  # noqa: E402
+import harness as curves  # noqa: E402
 
 NAN = float("nan")
 
@@ -75,11 +76,19 @@ def test_budgets_as_the_peers_split_them():
 
 
 def test_a_turn_that_never_reaches_is_counted():
-    import other_peers
+    import peers
 
-    assert other_peers.reached([1.0, 2.0], [3.0, 4.0], "sb3") == ""
-    assert other_peers.reached([None, 2.0], [3.0, 4.0], "sb3") == (
-        " (reached in 1 of 2 turns by sb3, 2 by purerl)")
+    def run(seconds):
+        return {"setting": "cartpole-zoo", "time_to_return_s": seconds, "sps": 10}
+
+    turns = [[{"sb3": run(None), "purerl": run(3.0)}], [{"sb3": run(2.0), "purerl": run(4.0)}]]
+    (table,) = peers.comparisons(turns, [("sb3", "purerl")])
+    lines = {line["what"][:20]: line for line in table["lines"]}
+    reached = lines["time to the return t"]
+    assert reached["what"].endswith("(reached in 1 of 2 turns by sb3, 2 by purerl)")
+    assert reached["ratio"] == 1.75 and reached["turn_ratios"] is None  # medians 2 and 3.5
+    assert lines["training, compile ex"]["turn_ratios"] == [1.0, 1.0]
+    assert len(lines) == 2  # the measures neither side has are left out
 
 
 def test_clock_time_to_return_reads_the_first_reaching_point():
@@ -133,7 +142,6 @@ def test_stoix_splits_its_budget_into_evaluations_and_decays_lr_past_its_end():
     cartpole = peer_stoix.settings_of({"setting": "cartpole"})
     # 1e7 // (1024 x 128) = 76 updates asked for, 20 calls of 3 run
     assert peer_stoix.stoix_schedule(cartpole) == (76, 3, 60)
-    assert abs(peer_stoix.stoix_lr_end(cartpole) - 16 / 76) < 1e-12
     small = peer_stoix.settings_of({"setting": "cartpole-purejaxrl"})
     assert peer_stoix.stoix_schedule(small) == (976, 48, 960)
     # a cut budget keeps one update and no more evaluations than updates
@@ -251,42 +259,46 @@ def test_a_brax_row_scaled_up_for_a_gpu_keeps_its_minibatches_of_sequences():
 
 
 def test_compile_clock_sums_only_compile_events():
-    import peer_brax
-
-    clock = peer_brax.CompileClock()
+    clock = curves.CompileClock()
     clock("/jax/core/compile/jaxpr_trace_duration", 0.5, fun_name="f")
     clock("/jax/core/compile/backend_compile_duration", 2.0)
     clock("/jax/compilation_cache/cache_retrieval_time_sec", 9.0)
-    assert (clock.lowering_s(), clock.compile_s()) == (0.5, 2.5)
-
-
-def test_purerl_runs_under_the_peer_python_where_the_peer_says():
-    import other_peers
-
-    assert other_peers.purerl_python(other_peers.PEERS["brax"], "/venv/python") == "/venv/python"
-    assert other_peers.purerl_python(other_peers.PEERS["rejax"], "/venv/python") == sys.executable
+    assert (clock.seconds(curves.LOWERING_EVENTS), clock.seconds()) == (0.5, 2.5)
 
 
 def test_brax_as_shipped_is_compared_with_purerl_with_evaluations_and_lean():
     """A Brax row's tables: Brax as shipped against purerl-eval and purerl, Brax lean against
-    purerl; each line's values are the compared sides' own, and purerl's sides run under the
-    Brax venv's Python."""
-    import other_peers
+    purerl; each line's values are the compared sides' own."""
+    import peers
 
-    brax = other_peers.PEERS["brax"]
-    assert other_peers.side_python(brax, "purerl-eval", "/venv/python") == "/venv/python"
+    brax = peers.peer_of("brax")
+    assert brax.purerl_in_peer_python and not peers.peer_of("rejax").purerl_in_peer_python
 
     def result(sps):
-        return {"env": "brax/inverted_pendulum", "num_seeds": 1, "env_steps": 100, "sps": sps}
+        return {"setting": "inverted_pendulum", "env": "brax/inverted_pendulum",
+                "num_seeds": 1, "env_steps": 100, "sps": sps}
 
     turns = [[{"purerl": result(17.0), "purerl-eval": result(14.0), "brax": result(12.0),
                "brax-lean": result(15.0)}]]
-    tables = other_peers.comparisons(turns, [{"setting": "inverted_pendulum"}], brax)
-    pairs = [(t["side"], t["purerl_side"]) for t in tables]
-    assert pairs == [("brax", "purerl-eval"), ("brax", "purerl"), ("brax-lean", "purerl")]
+    tables = peers.comparisons(turns, peers.pairs(brax, brax.sides, list(brax.purerl_sides),
+                                                  plans=False))
+    assert [(t["side"], t["purerl_side"]) for t in tables] == [
+        ("brax", "purerl"), ("brax", "purerl-eval"), ("brax-lean", "purerl")]
     ratios = [next(line["ratio"] for line in t["lines"] if line["unit"] == "steps/s")
               for t in tables]
-    assert ratios == [round(14.0 / 12.0, 3), round(17.0 / 12.0, 3), round(17.0 / 15.0, 3)]
+    assert ratios == [round(17.0 / 12.0, 3), round(14.0 / 12.0, 3), round(17.0 / 15.0, 3)]
+
+
+def test_with_plans_every_plan_is_compared_with_the_peer():
+    import peers
+
+    purejaxrl = peers.peer_of("purejaxrl")
+    ours = ["purerl:plain", "purerl:towers_apart"]
+    assert peers.pairs(purejaxrl, ("purejaxrl",), ours, plans=True) == [
+        ("purejaxrl", "purerl:plain"), ("purejaxrl", "purerl:towers_apart")]
+    assert purejaxrl.sides_of("cli") == (("purerl", "purerl-warm"),
+                                         ("purejaxrl", "purejaxrl-lean"))
+    assert purejaxrl.sides_of("4envs") == (("purerl",), ("purejaxrl",))
 
 
 def test_side_result_reads_a_brax_curve_against_its_threshold():
@@ -313,59 +325,52 @@ def test_a_run_past_its_peers_limit_counts_as_hung(tmp_path):
 
 
 def test_purerl_runs_several_seeds_on_the_devices_its_command_line_makes(monkeypatch, tmp_path):
-    import other_peers
+    import peers
 
-    flags = {}
-
-    def fake_run(command, cwd, log, env, hung_after_s):
-        flags[(command[2], json.loads(command[3])["num_seeds"])] = env.get("XLA_FLAGS")
-        Path(command[4]).write_text("{}")
-        return 1.0
-
-    monkeypatch.setattr(other_peers, "timed_run", fake_run)
     monkeypatch.delenv("XLA_FLAGS", raising=False)
-    rejax = other_peers.PEERS["rejax"]
-    for side in ("purerl", "rejax"):
-        for seeds in (1, 8):
-            other_peers.run_side(rejax, side, sys.executable,
-                                 {"setting": "cartpole", "num_seeds": seeds}, tmp_path)
-    assert flags[("purerl", 8)] == ("--xla_force_host_platform_device_count="
-                                    f"{other_peers.cpu_devices(8)}")
-    assert flags[("purerl", 1)] is None and flags[("rejax", 8)] is None
-    assert other_peers.cpu_devices(1) == 1
+    rejax = peers.peer_of("rejax")
+
+    def flags(side, seeds):
+        return peers.side_env(rejax, side, seeds, tmp_path, None).get("XLA_FLAGS")
+
+    assert flags("purerl", 8) == (f"--xla_force_host_platform_device_count="
+                                  f"{peers.cpu_devices(8)}")
+    assert flags("purerl", 1) is None and flags("rejax", 8) is None
+    assert peers.cpu_devices(1) == 1
 
 
 def test_purerl_warm_runs_first_to_fill_the_compile_cache_then_takes_its_turns(monkeypatch,
                                                                               tmp_path):
-    import other_peers
-    import peer_curves
+    import peers
 
     calls = []
 
     def fake_run(command, cwd, log, env, hung_after_s):
-        calls.append((command[2], env.get(peer_curves.WARM_CACHE)))
+        calls.append((command[2], json.loads(command[3]).get("plan"),
+                      env.get(curves.WARM_CACHE)))
         Path(command[4]).write_text("{}")
         return 1.0
 
-    monkeypatch.setattr(other_peers, "timed_run", fake_run)
-    rejax, cache = other_peers.PEERS["rejax"], tmp_path / "cache"
+    monkeypatch.setattr(peers, "timed_run", fake_run)
+    rejax, cache = peers.peer_of("rejax"), str(tmp_path / "compile_cache")
     program = [{"setting": "cartpole", "num_seeds": 1}]
-    (tmp_path / "warm").mkdir()
-    (tmp_path / "turn").mkdir()
-    other_peers.run_turn(rejax, program, sys.executable, tmp_path / "warm", cache,
-                         rejax.warm_sides)
-    other_peers.run_turn(rejax, program, sys.executable, tmp_path / "turn", cache)
-    assert calls == [("purerl-warm", str(cache)), ("purerl", None), ("purerl-warm", str(cache)),
-                     ("rejax", None), ("rejax-lean", None)]
-    assert rejax.purerl_sides_of("rejax-lean") == ("purerl", "purerl-warm")
+    python = dict.fromkeys(("purerl", "purerl-warm", "rejax", "rejax-lean"), sys.executable)
+    peers.run_turn(rejax, program, [("purerl-warm", {})], python, tmp_path, tmp_path / "warm")
+    (turn,) = peers.run_turn(rejax, program, [("purerl:plain", {"plan": {}}), ("rejax", {})],
+                             python, tmp_path, tmp_path / "turn")
+    assert calls == [("purerl-warm", None, cache), ("purerl", {}, None), ("rejax", None, None)]
+    assert set(turn) == {"purerl:plain", "rejax"} and turn["rejax"]["process_wall_s"] == 1.0
 
 
 def test_every_side_of_every_peer_has_a_heading():
     import harness
-    import other_peers
+    import peers
 
-    for peer in other_peers.PEERS.values():
-        assert set(peer.sides) | set(peer.purerl_sides) <= set(harness.HEADINGS)
+    for name in peers.MODULES:
+        peer = peers.peer_of(name)
+        sides = {*peer.sides, *peer.purerl_sides, *sum(map(list, sum(
+            peer.row_sides.values(), ())), [])}
+        assert sides <= set(harness.HEADINGS), name
 
 
 def test_the_profile_tells_an_op_by_what_it_holds():
