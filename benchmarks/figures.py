@@ -1,4 +1,4 @@
-"""The benchmark figures, drawn from `benchmarks/results/*.json` by `tables.py --figures`:
+"""The benchmark figures, drawn from `benchmarks/results/*.json` (`python benchmarks/figures.py`):
 training steps/s against num_envs for purerl and PureJaxRL (CPU and GPU) with each other peer
 at its home setting, and the time to a return of each peer setting against purerl's. Scaling
 over devices and processes is `scaling.py`'s figure."""
@@ -83,3 +83,7 @@ def draw_time_to_return(path) -> None:
 def draw_all() -> None:
     draw_rates(RESULTS / "peers_rates.png")
     draw_time_to_return(RESULTS / "peers_time_to_return.png")
+
+
+if __name__ == "__main__":
+    draw_all()

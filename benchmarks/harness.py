@@ -61,7 +61,7 @@ class Peer(NamedTuple):
     OUT`), its sides, rows (name: programs), packages whose versions are recorded, how to get
     it; purerl's sides and the purerl sides each peer side is compared with; `row_sides`: rows
     whose sides differ, `(purerl sides, peer sides)`; `warm_sides` read a compile cache that an
-    untimed run fills first; `options`: which of peers.py's plan, profile and work the driver
+    untimed run fills first; `options`: which of peers.py's --plans and --profile the driver
     honours; `accelerator_rows` run only when named."""
 
     driver: str
@@ -139,10 +139,12 @@ def compile_and_run(train, key, jit: bool = True,
     best, outputs = timed({"train": compiled}, key)
     timings = {"lower_s": round(lower_s, 3), "compile_s": round(compile_s, 3),
                "train_s": round(best["train"], 3)}
-    if profile is not None:
+    if profile is not None:  # after the timed call, its time apart
         from op_profile import profiled
 
+        start = time.perf_counter()
         timings["profile"] = profiled(compiled, (key,), profile)
+        timings["profile_s"] = round(time.perf_counter() - start, 3)
     return timings, outputs["train"]
 
 
@@ -172,20 +174,28 @@ def purerl_curve(config, metrics) -> tuple[list, list]:
     return [config.batch_size * k for k in range(1, config.num_updates + 1)], returns
 
 
-def purerl_side(config, make_train_kwargs: dict | None = None, launched: float = 0.0,
-                key_seed: int = 0) -> dict:
-    """purerl's whole-run program of `config`, compiled and run: a driver's run dict."""
+def program_side(train, key, env_steps: int, curve, launched: float, jit: bool = True,
+                 profile: Path | None = None) -> dict:
+    """A side's whole-run program compiled and run (`compile_and_run`): a driver's run dict;
+    `curve(output)` gives the curve's steps, returns and (optionally) wall clock at each."""
+    timings, output = compile_and_run(train, key, jit, profile)
+    steps, returns, *times = curve(output)
+    after_train_s = timings["train_s"] + timings.get("profile_s", 0.0)
+    return {**timings, "before_train_s": round(seconds_since(launched) - after_train_s, 3),
+            "env_steps": env_steps, "steps": steps, "returns": returns,
+            "times": times[0] if times else None}
+
+
+def purerl_side(config, make_train_kwargs: dict | None = None, launched: float = 0.0) -> dict:
+    """purerl's whole-run program of `config`, as `program_side` runs it."""
     import jax
 
     import purerl
 
     purerl.validate(config, jax.local_device_count())
-    timings, output = compile_and_run(purerl.make_train(config, **(make_train_kwargs or {})),
-                                      jax.random.key(key_seed))
-    steps, returns = purerl_curve(config, output[1])
-    return {**timings, "before_train_s": round(seconds_since(launched) - timings["train_s"], 3),
-            "env_steps": config.num_updates * config.batch_size, "steps": steps,
-            "returns": returns, "times": None}
+    return program_side(purerl.make_train(config, **(make_train_kwargs or {})),
+                        jax.random.key(0), config.num_updates * config.batch_size,
+                        lambda output: purerl_curve(config, output[1]), launched)
 
 
 def cpu_devices(num_seeds: int = 8) -> int:
@@ -273,37 +283,6 @@ def tail_mean(values, fraction: float = 0.05) -> float | None:
     return round(sum(kept) / len(kept), 1) if kept else None
 
 
-def monitor_episodes(folder: Path) -> tuple[float, list[tuple]]:
-    """SB3 `Monitor` files under `folder` (`<rank>.monitor.csv`: a `#` JSON line with the wall
-    clock `t_start`, a header, `r,l,t` rows): the earliest start and `(rank, return, length,
-    wall clock)` per episode."""
-    starts, episodes = [], []
-    for path in sorted(Path(folder).rglob("*.monitor.csv")):
-        lines = path.read_text().splitlines()
-        starts.append(json.loads(lines[0].lstrip("#"))["t_start"])
-        for row in lines[2:]:
-            r, length, t = row.split(",")[:3]
-            episodes.append((int(path.name.split(".")[0]), float(r), int(length),
-                             starts[-1] + float(t)))
-    return min(starts), episodes
-
-
-def rollout_curve(episodes: list[tuple], n_envs: int, rollout_steps: int,
-                  total_steps: int) -> tuple[list, list, list]:
-    """Each rollout's mean return of the episodes that ended in it: the `n_envs` envs step
-    together, so env `rank`'s episode ends at `n_envs x` that env's steps so far."""
-    count = -(-total_steps // rollout_steps)
-    sums, ended, times, lived = [0.0] * count, [0] * count, [None] * count, {}
-    for rank, value, length, at in episodes:
-        lived[rank] = lived.get(rank, 0) + length
-        rollout = min(count, -(-n_envs * lived[rank] // rollout_steps)) - 1
-        sums[rollout] += value
-        ended[rollout] += 1
-        times[rollout] = max(at, times[rollout] or at)
-    returns = [s / n if n else float("nan") for s, n in zip(sums, ended)]
-    return [rollout_steps * (k + 1) for k in range(count)], returns, times
-
-
 def rounded(values) -> list:
     """Returns for JSON: to 0.01, None for NaN."""
     return [None if v is None or math.isnan(v) else round(v, 2) for v in values]
@@ -366,44 +345,67 @@ def comparison(what: str, unit: str, theirs: list, ours: list, ratio_of: str | N
     return line
 
 
-def formatted(values: dict | None, unit: str) -> str:
-    if values is None:
-        return "n/a"
-
-    def one(v):
-        return {"steps/s": f"{v / 1000:.1f}k", "x": f"{v:.2f}"}.get(unit, f"{v:.1f}")
-
-    if values["min"] == values["max"]:
-        return one(values["median"])
-    return f"{one(values['median'])} ({one(values['min'])}-{one(values['max'])})"
-
-
 HEADINGS = {"purejaxrl": "PureJaxRL", "purejaxrl-lean": "PureJaxRL lean", "purerl": "purerl",
             "rejax": "rejax", "rejax-lean": "rejax lean", "stoix": "Stoix",
             "stoix-lean": "Stoix lean", "sb3-zoo": "SB3 (RL Zoo)", "sb3": "SB3", "sbx": "sbx",
             "brax": "Brax", "brax-lean": "Brax lean", "purerl-eval": "purerl with evaluations",
             "purerl-warm": "purerl, compile cache warm"}
+# A table's lines per program: (what, unit, key of a result, what the ratio compares, a column's
+# heading); a line neither side measured is left out.
+MEASURES = (
+    ("the command, start to exit", "s", "command_wall_s", "time", "the command s"),
+    ("whole process, start to exit", "s", "process_wall_s", "time", "whole process s"),
+    ("before training: start-up, imports, compile", "s", "before_train_s", "time",
+     "before training s"),
+    ("compile (lowering included)", "s", "compile_s", "time", "compile s"),
+    ("training, compile excluded, all seeds' steps", "steps/s", "sps", "steps/s",
+     "training steps/s"),
+    ("time to the return threshold from the process's start", "s", "time_to_return_s", "time",
+     "time to the return s"),
+    ("the same for the curve's moving mean over a twentieth of the run", "s",
+     "time_to_return_smoothed_s", "time", "the same, moving mean s"),
+    ("final return (the curve's last 5%)", "return", "final_return", None, "final return"),
+    ("peak resident memory of the process", "MiB", "peak_rss_mib", "memory", "peak MiB"),
+)
 
 
 def heading(side: str) -> str:
-    """How a table heads a side's column (`purerl:<plan>`: purerl on that plan)."""
+    """How a table heads a side (`purerl:<plan>`: purerl on that plan)."""
     return HEADINGS.get(side) or f"purerl, plan {side.removeprefix('purerl:')}"
 
 
-def markdown(lines: list[dict], sides: tuple) -> str:
-    """The table of `lines`, whose `sides` are (the ratio's denominator, numerator)."""
-    theirs, ours = sides
-    table = [f"| what | {heading(theirs)} | {heading(ours)} | {heading(ours)} / {heading(theirs)}"
-             " | ratio of |", "| --- | ---: | ---: | ---: | --- |"]
-    for line in lines:
-        ratio = "" if line["ratio"] is None else f"{line['ratio']:.2f}"
-        if line["turn_ratios"]:
-            ratio += f" ({min(line['turn_ratios']):.2f}-{max(line['turn_ratios']):.2f})"
-        unit = "" if line["unit"] in ("x", "return") else f", {line['unit']}"
-        table.append(f"| {line['what']}{unit} | {formatted(line[theirs], line['unit'])} | "
-                     f"{formatted(line[ours], line['unit'])} | {ratio} | "
-                     f"{line['ratio_of'] or ''} |")
-    return "\n".join(table)
+def number(value: float | None, unit: str = "") -> str:
+    if value is None:
+        return "n/a"
+    if unit == "steps/s":
+        return f"{value / 1e6:.2f}M" if value >= 1e6 else f"{value / 1e3:.1f}k"
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
+
+
+def line_of(table: dict, start: str) -> dict | None:
+    return next((line for line in table["lines"] if line["what"].startswith(start)), None)
+
+
+def pair(line: dict | None, theirs: str, ours: str) -> str:
+    """`peer / purerl (purerl / peer)` of one measure's medians."""
+    if line is None:
+        return "n/a"
+    cell = " / ".join("not reached" if line.get(side) is None
+                      else number(line[side]["median"], line["unit"]) for side in (theirs, ours))
+    return cell + (f" ({line['ratio']:.2f})" if line["ratio"] is not None else "")
+
+
+def detail(tables: list[tuple[str, dict]], measures: tuple) -> str:
+    """`(name, table)` of `peers.py` results as one markdown table: a line per program and pair
+    of sides, a cell `peer / purerl (purerl / peer)` per measure (the start of its "what")."""
+    headings = [next(m[4] for m in MEASURES if m[0].startswith(start)) for start in measures]
+    lines = ["| peer, program | sides | " + " | ".join(headings) + " |",
+             "| --- | --- |" + " ---: |" * len(measures)]
+    for name, table in tables:
+        theirs, ours = table["side"], table["purerl_side"]
+        lines.append(f"| {name}: {table['program']} | {heading(theirs)} / {heading(ours)} | "
+                     + " | ".join(pair(line_of(table, m), theirs, ours) for m in measures) + " |")
+    return "\n".join(lines)
 
 
 VERSIONS_SCRIPT = """

@@ -1,15 +1,15 @@
-"""Learning benchmark: every preset at its default budget, through the real command line.
+"""Learning benchmarks: the gymnax presets through the real command line.
 
-    python benchmarks/learning.py                 # every gymnax preset in conf/env/
-    python benchmarks/learning.py pendulum acrobot
-    python benchmarks/learning.py --memory        # memory envs: feed-forward against GRU
-    python benchmarks/learning.py --memory pointrobot-misc
+    python benchmarks/learning.py [PRESETS]   # each at its budget: learning.json, its PNGs
+    python benchmarks/learning.py --memory    # memory presets, mlp against gru: recurrent.json
+    python benchmarks/learning.py --plot-only # the PNGs again, from the runs kept
+    python benchmarks/learning.py --random [--episodes 1000 --seed 0]   # random_returns.json
+    python benchmarks/learning.py --report [--seeds 8 --max-one-seed-s 30 --report-only]
 
-Each preset runs `python -m purerl.train +env=<preset>` in `results/learning/runs/<preset>/`
-(not in git); its summary and wall time are merged into `results/learning.json`, its curve
-drawn to `results/learning/<preset>.png`, all curves to `results/learning.png`, and the docs'
-table printed. `--plot-only` redraws the PNGs from the runs kept. `--memory` runs each of
-`MEMORY_PRESETS` with `network=mlp` and `network=gru` (2 seeds) into `results/recurrent.json`."""
+Runs train in `results/learning/runs/` or `results/report_presets/runs/` (not in git); each mode
+merges into its `results/*.json` and prints its docs table (`--total-timesteps N`: every budget
+cut, a check). `--report` trains those whose one-seed run took <= 30 s by default, then runs
+`python -m purerl.report` on each and once normalized over those with a score range."""
 
 from __future__ import annotations
 
@@ -30,28 +30,33 @@ import tables  # noqa: E402
 from harness import REPO  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import EngFormatter  # noqa: E402
+from omegaconf import OmegaConf  # noqa: E402
 
 from purerl.logging.plots import plot_seeds, smoothing_window  # noqa: E402
 
-RESULTS = tables.RESULTS  # where tables.learning() and tables.recurrent() read what this writes
+RESULTS = tables.RESULTS  # where tables.py reads what this writes
 TARGETS = {"acrobot": -100.0, "pendulum": -300.0, "breakout-minatar": 10.0}  # issue 3's targets
 MEMORY_PRESETS = ["memorychain-bsuite", "metamaze-misc", "pointrobot-misc", "bernoullibandit-misc",
-                  "gaussianbandit-misc"]
-MEMORY_NETWORKS = ["mlp", "gru"]
+                  "gaussianbandit-misc"]  # --memory's, each with network=mlp and network=gru
 
 
 def all_presets() -> list[str]:
     """The gymnax presets of `conf/env/` (the other suites' are `suites.py`'s)."""
-    from omegaconf import OmegaConf
-
     return sorted(p.stem for p in (REPO / "conf" / "env").glob("*.yaml")
                   if p.stem != "gymnax" and "/" not in OmegaConf.load(p).env.name)
 
 
+def read(name: str) -> dict:
+    return json.loads((RESULTS / name).read_text()) if (RESULTS / name).exists() else {}
+
+
+def write(name: str, results: dict, indent: int = 2) -> None:
+    (RESULTS / name).write_text(json.dumps(results, indent=indent) + "\n")
+
+
 def python_m(*args: str) -> None:
     """`python -m ARGS` from the repository root; raises with its stderr's end if it fails."""
-    proc = subprocess.run([sys.executable, "-m", *args], cwd=REPO, capture_output=True,
-                          text=True)
+    proc = subprocess.run([sys.executable, "-m", *args], cwd=REPO, capture_output=True, text=True)
     if proc.returncode:
         raise RuntimeError(f"python -m {' '.join(args)} failed ({proc.returncode}): "
                            f"{proc.stderr[-2000:]}")
@@ -70,8 +75,7 @@ def draw_curve(ax, preset: str, run_dir: Path) -> None:
     """The run's return per logged update faint, its moving mean thick, the target dashed."""
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     steps = np.array([r["env_steps"] for r in rows], dtype=float)
-    returns = np.array([np.nan if r["episode_return"] is None else r["episode_return"]
-                        for r in rows], dtype=float)
+    returns = np.array([r["episode_return"] for r in rows], dtype=float)  # None: nan
     window = smoothing_window(steps.size)
     plot_seeds(ax, steps, returns[None], window, "C0", f"mean over {window} updates")
     if preset in TARGETS:
@@ -113,54 +117,121 @@ def plot_grid(presets: list[str], runs: Path, path: Path) -> None:
     plt.close(fig)
 
 
-def run_memory(presets: list[str]) -> None:
-    """Each of `presets` with each of `MEMORY_NETWORKS`, 2 seeds each."""
-    results_path, runs = RESULTS / "recurrent.json", RESULTS / "learning" / "runs"
-    results = json.loads(results_path.read_text()) if results_path.exists() else {}
+def random_returns(preset: str, episodes: int, seed: int) -> dict:
+    """A uniform-random policy's `episodes` episodes, each from its reset to its end, vmapped."""
+    import jax
+    import jax.numpy as jnp
+
+    from purerl.cli.preflight import compose_jobs
+    from purerl.envs import make_env
+
+    config = compose_jobs([f"+env={preset}"])[0]
+    env, env_params = make_env(config.env)
+    space, steps = env.action_space(env_params), int(env_params.max_steps_in_episode)
+    start = time.perf_counter()
+
+    def episode(key):
+        reset_key, run_key = jax.random.split(key)
+        _, state = env.reset(reset_key, env_params)
+
+        def step(carry, key):
+            state, total, done = carry
+            action_key, step_key = jax.random.split(key)
+            _, state, reward, terminated, truncated, _ = env.step(
+                step_key, state, space.sample(action_key), env_params)
+            return (state, total + jnp.where(done, 0.0, reward),
+                    done | terminated | truncated), None
+
+        (_, total, done), _ = jax.lax.scan(step, (state, jnp.float32(0.0), jnp.bool_(False)),
+                                           jax.random.split(run_key, steps))
+        return total, done
+
+    totals, done = jax.jit(jax.vmap(episode))(jax.random.split(jax.random.key(seed), episodes))
+    totals = np.asarray(totals, dtype=np.float64)
+    return {"env": config.env.name, "episodes": episodes, "ended": int(np.asarray(done).sum()),
+            "max_steps": steps, "random_return": float(totals.mean()),
+            "stderr": float(totals.std(ddof=1) / np.sqrt(len(totals))),
+            "seconds": round(time.perf_counter() - start, 1)}
+
+
+def report(runs: list[Path], out: Path, *options: str) -> dict:
+    python_m("purerl.report", *map(str, runs), *options, f"out={out}")
+    return json.loads((out / "report.json").read_text())
+
+
+def run_report(args, budget: list[str]) -> None:
+    out, learning = RESULTS / "report_presets", read("learning.json")
+    presets = args.presets or [p for p in all_presets() if p in learning
+                               and learning[p]["wall_s"] <= args.max_one_seed_s]
+    results = read("report_presets.json").get("presets", {})
     for preset in presets:
-        for network in MEMORY_NETWORKS:
-            name = f"{preset} network={network}"
-            results[name] = run_preset(preset, runs / f"{preset}-{network}", f"network={network}",
-                                       "num_seeds=2")
-            results_path.write_text(json.dumps(results, indent=2) + "\n")
-            print(f"{name}: final return {results[name]['final_return_per_seed']}, "
-                  f"{results[name]['wall_s']} s", flush=True)
-    print(tables.recurrent())
+        if not args.report_only:
+            summary = run_preset(preset, out / "runs" / preset, f"num_seeds={args.seeds}", *budget)
+            results[preset] = {k: summary[k]
+                               for k in ("env", "env_steps", "sps", "compile_s", "wall_s")}
+            print(f"{preset}: trained in {results[preset]['wall_s']} s", flush=True)
+        results[preset]["report"] = report([out / "runs" / preset], out / "reports" / preset)
+    ranges = OmegaConf.to_container(OmegaConf.load(REPO / "conf" / "score_ranges.yaml"))
+    ranged = [p for p in presets if {"random", "target"} <= set(ranges.get(results[p]["env"], {}))]
+    normalized = report([out / "runs" / p for p in ranged], out / "reports" / "normalized",
+                        "group_by=all", "normalize=presets") if len(ranged) > 1 else None
+    write("report_presets.json", {"presets": dict(sorted(results.items())),
+                                  "normalized": normalized}, indent=1)
+    print(tables.iqm_table({p: results[p] for p in presets}, normalized))
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("presets", nargs="*",
-                        help="presets to run (default: all; with --memory, MEMORY_PRESETS)")
-    parser.add_argument("--memory", action="store_true",
-                        help="the memory presets with network=mlp and network=gru")
-    parser.add_argument("--plot-only", action="store_true",
-                        help="redraw the PNGs from the run directories kept, training nothing")
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("presets", nargs="*", help="default: every gymnax preset")
+    mode = parser.add_mutually_exclusive_group()
+    for flag in ("--memory", "--plot-only", "--random", "--report"):
+        mode.add_argument(flag, action="store_true")
+    parser.add_argument("--report-only", action="store_true", help="--report, training nothing")
+    parser.add_argument("--episodes", type=int, default=1000)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seeds", type=int, default=8)
+    parser.add_argument("--max-one-seed-s", type=float, default=30.0)
+    parser.add_argument("--total-timesteps", type=int, default=None)
     args = parser.parse_args()
+    budget = [] if args.total_timesteps is None else [f"total_timesteps={args.total_timesteps}"]
+    if args.report or args.report_only:
+        return run_report(args, budget)
+    if args.random:
+        results = read("random_returns.json")
+        for preset in args.presets or all_presets():
+            r = results[preset] = random_returns(preset, args.episodes, args.seed)
+            print(f"{preset:24s} {r['env']:26s} {r['random_return']:10.4g} +- {r['stderr']:.2g} "
+                  f"({r['ended']}/{args.episodes} ended)", flush=True)
+        write("random_returns.json", dict(sorted(results.items())))
+        return print(f"wrote {RESULTS / 'random_returns.json'}")
+    curves, runs = RESULTS / "learning", RESULTS / "learning" / "runs"
     if args.memory:
-        return run_memory(args.presets or MEMORY_PRESETS)
-    presets = args.presets or all_presets()
-    curves = RESULTS / "learning"
-    runs = curves / "runs"
-    if args.plot_only:
-        kept = [p for p in presets if (runs / p / "metrics.jsonl").exists()]
-        for preset in kept:
-            plot_curve(preset, runs / preset, curves / f"{preset}.png")
-        if kept:
-            plot_grid(all_presets(), runs, RESULTS / "learning.png")
-        return print(f"redrew {len(kept)} of {len(presets)} presets from {runs}")
+        results = read("recurrent.json")
+        for preset in args.presets or MEMORY_PRESETS:
+            for network in ("mlp", "gru"):
+                name = f"{preset} network={network}"
+                results[name] = run_preset(preset, runs / f"{preset}-{network}",
+                                           f"network={network}", "num_seeds=2", *budget)
+                write("recurrent.json", results)
+                print(f"{name}: final return {results[name]['final_return_per_seed']}, "
+                      f"{results[name]['wall_s']} s", flush=True)
+        return print(tables.recurrent())
+    presets, results = args.presets or all_presets(), read("learning.json")
     curves.mkdir(parents=True, exist_ok=True)
-    results_path = RESULTS / "learning.json"
-    results = json.loads(results_path.read_text()) if results_path.exists() else {}
     for preset in presets:
-        results[preset] = run_preset(preset, runs / preset)
-        plot_curve(preset, runs / preset, curves / f"{preset}.png")
-        results_path.write_text(json.dumps(dict(sorted(results.items())), indent=2) + "\n")
-        print(f"{preset}: final return {results[preset]['final_return']}, "
-              f"{results[preset]['wall_s']} s", flush=True)
-    plot_grid(sorted(results), runs, RESULTS / "learning.png")
-    print(tables.learning())
-
+        if not args.plot_only:
+            results[preset] = run_preset(preset, runs / preset, *budget)
+            write("learning.json", dict(sorted(results.items())))
+            print(f"{preset}: final return {results[preset]['final_return']}, "
+                  f"{results[preset]['wall_s']} s", flush=True)
+        if (runs / preset / "metrics.jsonl").exists():
+            plot_curve(preset, runs / preset, curves / f"{preset}.png")
+    if kept := [p for p in presets if (runs / p / "metrics.jsonl").exists()]:
+        plot_grid(all_presets() if args.plot_only else sorted(results), runs,
+                  RESULTS / "learning.png")
+    print(f"redrew {len(kept)} of {len(presets)} presets from {runs}" if args.plot_only
+          else tables.learning())
 
 if __name__ == "__main__":
     main()

@@ -17,6 +17,7 @@ from pathlib import Path
 import jax
 from harness import BENCHMARKS
 from hydra import compose, initialize_config_dir
+from tables import rows_table
 
 from purerl.cli.preflight import config_dir, load_config
 from purerl.parallel.program import make_train
@@ -57,11 +58,7 @@ def main() -> None:
         for forced in (False, True):
             rows.append(measure(num_envs, forced))
             print(json.dumps(rows[-1]), flush=True)
-    print("\n| num_envs | batch | peak GiB | temporaries GiB "
-          "| with the CPU tricks forced: peak GiB |\n| ---: | ---: | ---: | ---: | ---: |")
-    for plain, forced in zip(rows[::2], rows[1::2]):
-        print(f"| {plain['num_envs']} | {plain['num_envs'] * 128:,} | {plain['peak_gib']:.2f} | "
-              f"{plain['temporaries_gib']:.2f} | {forced['peak_gib']:.2f} |")
+    print(rows_table("memory", rows))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"preset": PRESET, "backend": jax.default_backend(),
                                     "machine": platform.processor() or platform.machine(),

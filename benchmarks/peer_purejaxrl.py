@@ -62,7 +62,7 @@ PEERS = {"purejaxrl": harness.Peer(
 
 
 def purerl_program(spec: dict):
-    """`(train, key, config)` of purerl at a program's setting."""
+    """`(train, key, env steps per seed, curve)` of purerl at a program's setting."""
     import jax
 
     import purerl
@@ -76,7 +76,8 @@ def purerl_program(spec: dict):
     purerl.validate(config, jax.local_device_count())
     plan = spec.get("plan")
     train = purerl.make_train(config, plan=None if plan is None else PLAIN._replace(**plan))
-    return train, jax.random.key(SEED), config
+    return (train, jax.random.key(SEED), config.num_updates * config.batch_size,
+            lambda output: harness.purerl_curve(config, output[1]))
 
 
 def flax_linen_of_2023():
@@ -166,19 +167,9 @@ def measure(spec: dict, side: str, launched: float) -> dict:
         return command_run(spec, side)
     harness.start_jax()
     startup_s = harness.seconds_since(launched)
-    if side == "purerl":
-        train, key, config = purerl_program(spec)
-        env_steps = config.num_updates * config.batch_size
-
-        def curve(output):
-            return harness.purerl_curve(config, output[1])
-    else:
-        train, key, env_steps, curve = purejaxrl_program(spec)
-    profile = Path(spec["profile"]) if spec.get("profile") else None
-    timings, output = harness.compile_and_run(train, key, profile=profile)
-    run = {**timings, "before_train_s": round(harness.seconds_since(launched)
-                                              - timings["train_s"], 3), "env_steps": env_steps,
-           "times": None, **dict(zip(("steps", "returns"), curve(output)))}
+    program = purerl_program(spec) if side == "purerl" else purejaxrl_program(spec)
+    run = harness.program_side(*program, launched,
+                               profile=Path(spec["profile"]) if spec.get("profile") else None)
     return harness.side_result(spec, side, ENV, run, kind=CURVE, startup_s=startup_s,
                                launched=launched, num_seeds=spec["num_seeds"])
 

@@ -1,25 +1,17 @@
-"""Compiles and runs one whole-run PPO program of rejax or of purerl configured to match, for
-`peers.py --peer rejax`; one program per process, so that its start-up and peak memory are its own.
+"""rejax's PPO (0.1.3) or purerl matching it, for `peers.py --peer rejax`: `PYTHON
+peer_rejax.py SIDE PROGRAM OUT`, rejax under its venv, where purerl is not installed.
 
-    PYTHON benchmarks/peer_rejax.py SIDE '{"setting": "cartpole", "num_seeds": 1}' OUT
-
-rejax (measured at 0.1.3, jax 0.10.2) runs under its venv's Python, without purerl, at its own
-PPO settings (`REJAX_SETTINGS`; a program's `"total_timesteps"` and `"num_epochs"` override them):
-cartpole its `configs/gymnax/cartpole.yaml` (CartPole-v1, 5 envs x 100 steps, 5 epochs x 5
-minibatches, lr 7.5e-4, 1e5 steps, an evaluation every 1,000), breakout its
-`benchmark/breakout_1m.yaml` (Breakout-MinAtar, 32 envs x 32 steps, 4 epochs x 4 minibatches, lr
-2.57e-4, gamma 0.995, 1e6 steps, an evaluation every 50,000); 64x64 tanh MLPs. Sides:
-- rejax: as shipped, seeds `jax.vmap(algo.train)`; its curve is its evaluation (128 stochastic
-  episodes every `eval_freq` steps and before training), timed after each by a host callback.
-- rejax-lean: no evaluation; the curve is, after each iteration, the mean over envs of each env's
-  last finished episode's return (gymnax's `LogWrapper`).
-- purerl: `purerl.make_train` at the same env, budget (rejax-lean's), batch, lr (not annealed),
-  GAE, clips, coefficients and network; its curve is each update's mean return of the episodes
-  that ended in it. purerl-warm: the same, its compile cache (`$PEER_COMPILE_CACHE`) warm.
-Different: rejax's kernels are lecun-normal (purerl's orthogonal), its optimizers one per network
-clipping each gradient element, eps 1e-8 (purerl's one, global norm, eps 1e-5), its time limits
-episode ends (purerl bootstraps), its PRNG threefry (purerl's unsafe_rbg).
-"""
+A program is `{"setting", "num_seeds"}` (`"total_timesteps"`, `"num_epochs"` override): cartpole is
+rejax's `configs/gymnax/cartpole.yaml` (5 envs x 100 steps, 5 x 5 minibatches, lr 7.5e-4, 1e5
+steps, an evaluation every 1,000), breakout its `benchmark/breakout_1m.yaml` (Breakout-MinAtar, 32
+envs x 32 steps, 4 x 4 minibatches, lr 2.57e-4, gamma 0.995, 1e6 steps, an evaluation every
+50,000); 64x64 tanh MLPs. Sides: rejax as shipped, seeds `jax.vmap(algo.train)`, its curve its
+evaluations (128 stochastic episodes, timed by a host callback); rejax-lean without evaluations,
+its curve each env's last finished episode after each iteration (gymnax's `LogWrapper`); purerl
+`make_train` at rejax-lean's budget, batch, lr (not annealed), GAE, clips, coefficients and
+network; purerl-warm the same from a warm compile cache. Different: rejax's kernels are
+lecun-normal (purerl's orthogonal), its optimizers one per network clipping each gradient
+element, eps 1e-8, its time limits episode ends (purerl bootstraps), its PRNG threefry."""
 
 from __future__ import annotations
 
@@ -149,11 +141,7 @@ def measure(spec: dict, side: str, launched: float) -> dict:
     if side.startswith("purerl"):
         run = harness.purerl_side(purerl_config(spec), launched=launched)
     else:
-        train, key, env_steps, curve = rejax_program(spec, lean=side == "rejax-lean")
-        timings, output = harness.compile_and_run(train, key)
-        run = {**timings, "before_train_s": round(harness.seconds_since(launched)
-                                                  - timings["train_s"], 3),
-               "env_steps": env_steps, **dict(zip(("steps", "returns", "times"), curve(output)))}
+        run = harness.program_side(*rejax_program(spec, side == "rejax-lean"), launched)
     return harness.side_result(spec, side, REJAX_SETTINGS[spec["setting"]]["env"], run,
                                kind=CURVES[side], startup_s=startup_s, launched=launched,
                                num_seeds=spec["num_seeds"])

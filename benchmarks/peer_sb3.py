@@ -25,7 +25,9 @@ clock at each rollout's end on SB3's sides, by the steady training rate on purer
 
 from __future__ import annotations
 
+import json
 import time
+from pathlib import Path
 
 import harness  # this file's folder is first on sys.path
 
@@ -98,6 +100,37 @@ def run_sb3(spec: dict, side: str, launched: float) -> dict:
             **curve, "ep_rew_mean": harness.rounded(curve["ep_rew_mean"])}
 
 
+def monitor_episodes(folder: Path) -> tuple[float, list[tuple]]:
+    """SB3 `Monitor` files under `folder` (`<rank>.monitor.csv`: a `#` JSON line with the wall
+    clock `t_start`, a header, `r,l,t` rows): the earliest start and `(rank, return, length,
+    wall clock)` per episode."""
+    starts, episodes = [], []
+    for path in sorted(Path(folder).rglob("*.monitor.csv")):
+        lines = path.read_text().splitlines()
+        starts.append(json.loads(lines[0].lstrip("#"))["t_start"])
+        for row in lines[2:]:
+            r, length, t = row.split(",")[:3]
+            episodes.append((int(path.name.split(".")[0]), float(r), int(length),
+                             starts[-1] + float(t)))
+    return min(starts), episodes
+
+
+def rollout_curve(episodes: list[tuple], n_envs: int, rollout_steps: int,
+                  total_steps: int) -> tuple[list, list, list]:
+    """Each rollout's mean return of the episodes that ended in it: the `n_envs` envs step
+    together, so env `rank`'s episode ends at `n_envs x` that env's steps so far."""
+    count = -(-total_steps // rollout_steps)
+    sums, ended, times, lived = [0.0] * count, [0] * count, [None] * count, {}
+    for rank, value, length, at in episodes:
+        lived[rank] = lived.get(rank, 0) + length
+        rollout = min(count, -(-n_envs * lived[rank] // rollout_steps)) - 1
+        sums[rollout] += value
+        ended[rollout] += 1
+        times[rollout] = max(at, times[rollout] or at)
+    returns = [s / n if n else float("nan") for s, n in zip(sums, ended)]
+    return [rollout_steps * (k + 1) for k in range(count)], returns, times
+
+
 def run_zoo(spec: dict, launched: float) -> dict:
     """The Zoo's own command, run here (its logs into a temporary folder, `-n` only for a cut
     budget); timed from its first env's creation (its Monitor files' `t_start`) to its return."""
@@ -112,8 +145,8 @@ def run_zoo(spec: dict, launched: float) -> dict:
         sys.argv += ["-n", str(total)] if spec.get("total_timesteps") else []
         train()
         finished = time.time()
-        t_start, episodes = harness.monitor_episodes(logs)
-    steps, returns, times = harness.rollout_curve(episodes, ZOO["n_envs"], ROLLOUT, env_steps)
+        t_start, episodes = monitor_episodes(logs)
+    steps, returns, times = rollout_curve(episodes, ZOO["n_envs"], ROLLOUT, env_steps)
     return {"train_s": round(finished - t_start, 3), "before_train_s": round(t_start - launched, 3),
             "env_steps": env_steps, "times": times, "steps": steps, "returns": returns}
 

@@ -230,13 +230,8 @@ def measure(spec: dict, side: str, launched: float) -> dict:
         run = harness.purerl_side(purerl_config(spec), launched=launched)
     elif side == "stoix":
         run = run_stoix(spec, launched)
-    else:
-        learn, state, env_steps, curve = lean_program(spec)
-        timings, output = harness.compile_and_run(learn, state, jit=False)
-        run = {**timings, "before_train_s": round(harness.seconds_since(launched)
-                                                  - timings["train_s"], 3),
-               "env_steps": env_steps, "times": None,
-               **dict(zip(("steps", "returns"), curve(output)))}
+    else:  # the learner's one call, its compile timed apart
+        run = harness.program_side(*lean_program(spec), launched, jit=False)
     if side != "purerl":
         run["stoix_commit"] = subprocess.run(["git", "-C", str(stoix_root()), "rev-parse", "HEAD"],
                                              capture_output=True, text=True).stdout.strip() or None

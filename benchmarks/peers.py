@@ -25,6 +25,7 @@ from pathlib import Path
 from harness import (
     BENCHMARKS,
     LAUNCHED_AT,
+    MEASURES,
     PURERL_PACKAGES,
     REPO,
     WARM_CACHE,
@@ -32,9 +33,9 @@ from harness import (
     comparison,
     cpu_devices,
     cut,
+    detail,
     git_state,
     machine,
-    markdown,
     package_versions,
     subprocess_env,
     timed_run,
@@ -48,20 +49,6 @@ PUREJAXRL_LAYOUT = ("permutation_per_epoch", "gather_per_epoch", "value_in_step"
                     "next_value_in_step", "towers_apart")
 PLAN_VARIANTS = {"plain": {}, **{name: {name: True} for name in PUREJAXRL_LAYOUT},
                  "purejaxrl_layout": dict.fromkeys(PUREJAXRL_LAYOUT, True)}
-# A table's lines per program: (what, unit, key of a result, what the ratio compares); a line
-# neither side measured is left out.
-MEASURES = (
-    ("the command, start to exit", "s", "command_wall_s", "time"),
-    ("whole process, start to exit", "s", "process_wall_s", "time"),
-    ("before training: start-up, imports, compile", "s", "before_train_s", "time"),
-    ("compile (lowering included)", "s", "compile_s", "time"),
-    ("training, compile excluded, all seeds' steps", "steps/s", "sps", "steps/s"),
-    ("time to the return threshold from the process's start", "s", "time_to_return_s", "time"),
-    ("the same for the curve's moving mean over a twentieth of the run", "s",
-     "time_to_return_smoothed_s", "time"),
-    ("final return (the curve's last 5%)", "return", "final_return", None),
-    ("peak resident memory of the process", "MiB", "peak_rss_mib", "memory"),
-)
 
 
 def peer_of(name: str) -> Peer:
@@ -131,7 +118,7 @@ def comparisons(turns: list, pairs: list) -> list[dict]:
         runs = [turn[index] for turn in turns]
         for side, ours in pairs:
             lines = []
-            for what, unit, key, ratio_of in MEASURES:
+            for what, unit, key, ratio_of, _ in MEASURES:
                 theirs, our = ([run[s].get(key) for run in runs] for s in (side, ours))
                 if theirs.count(None) + our.count(None) == 2 * len(runs):
                     continue
@@ -234,10 +221,8 @@ def main() -> None:
     result["total_s"] = round(time.perf_counter() - start, 1)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
-    for row, tables in result["tables"].items():
-        for table in tables:
-            print(f"\n{row}: {table['program']}, {table['purerl_side']} against {table['side']}")
-            print(markdown(table["lines"], (table["side"], table["purerl_side"])))
+    print(detail([(row, table) for row, tables in result["tables"].items() for table in tables],
+                 tuple(m[0] for m in MEASURES)))
     print(f"ratios: purerl / {args.peer} of the medians (range over the turns); of time and "
           f"memory < 1 and of steps/s > 1: purerl ahead. {args.repeats} turn(s) each, "
           f"{result['total_s']:.0f} s in all; wrote {args.out}")

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import jax
 from harness import BENCHMARKS, timed
-from tables import population_table
+from tables import rows_table
 
 from purerl.config import Config, EnvConfig, SweepConfig
 from purerl.parallel.program import make_train
@@ -66,7 +66,7 @@ def main() -> None:
         "machine": {"backend": jax.default_backend(), "processor": platform.processor(),
                     "cpus": os.cpu_count()},
         "sweep": {"lr": LRS, "ent_coef": ENT_COEFS}, "rows": rows}, indent=1))
-    print(population_table(rows))
+    print(rows_table("population", rows))
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from harness import BENCHMARKS, timed  # this file's folder is first on sys.path
-from tables import scaling_table
+from tables import rows_table
 
 SCALINGS = ("weak", "strong")
 
@@ -193,7 +193,7 @@ def main() -> None:
         "rows": with_efficiency(rows),
     }, indent=1))
     plot(rows, args.out.with_suffix(".png"))
-    print(scaling_table(rows))
+    print(rows_table("scaling", rows))
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ import jax.numpy as jnp
 from harness import BENCHMARKS, timed
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
-from tables import suites_table
+from tables import rows_table
 
 from purerl.cli.preflight import config_dir
 from purerl.config import SUITES
@@ -107,7 +107,7 @@ def main() -> None:
     args.out.write_text(json.dumps({
         "machine": {"backend": jax.default_backend(), "processor": platform.processor(),
                     "cpus": os.cpu_count()}, "rows": rows}, indent=1))
-    print(suites_table(rows))
+    print(rows_table("suites", rows))
 
 
 if __name__ == "__main__":

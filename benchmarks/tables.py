@@ -2,7 +2,6 @@
 
     python benchmarks/tables.py             # rewrites every table between its markers
     python benchmarks/tables.py --check     # exits 1 naming each table that differs
-    python benchmarks/tables.py --figures   # and draws the figures (needs matplotlib)
 
 A table sits in a markdown file between `<!-- table: NAME -->` and `<!-- /table -->`: NAME is a
 key of TABLES, or `plans:` or `profile:` and a results file of `peers.py --plans`.
@@ -14,21 +13,19 @@ import argparse
 import functools
 import json
 import re
-import statistics
 import sys
 from typing import NamedTuple
 
-from harness import BENCHMARKS, REPO, heading
+from harness import BENCHMARKS, REPO, detail, line_of, number
 
 RESULTS = BENCHMARKS / "results"
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 MARKED = re.compile(r"(<!-- table: (\S+) -->\n)(.*?)(<!-- /table -->)", re.DOTALL)
-# The measures of a peer's result, by the start of their line's "what".
+# The measures of a peer's result, by the start of their line's "what"
 PROCESS, TO_RETURN, SPS = "whole process", "time to the return", "training, compile excluded"
-COMMAND = "the command, start to exit"
-FINAL = "final return"
+COMMAND, FINAL = "the command", "final return"
 # PureJaxRL's results files (`peers.py`'s default peer)
-PUREJAXRL = ["peers.json", "peers_lean.json", "peers_16384envs.json", "peers_gru.json"]
+PUREJAXRL = ["peers.json"]
 
 
 @functools.cache  # a summary reads each file once per measure and side; callers only read
@@ -37,14 +34,6 @@ def load(name: str) -> dict:
     if not path.is_file():
         sys.exit(f"tables.py: a table reads {path}, which does not exist")
     return json.loads(path.read_text())
-
-
-def number(value: float | None, unit: str = "") -> str:
-    if value is None:
-        return "n/a"
-    if unit == "steps/s":
-        return f"{value / 1e6:.2f}M" if value >= 1e6 else f"{value / 1e3:.1f}k"
-    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
 
 
 def caption(result: dict, name: str) -> str:
@@ -56,19 +45,6 @@ def caption(result: dict, name: str) -> str:
             f"{result['machine']['cpus']} CPU cores (load {max(load_end):.1f} at the end), "
             f"medians of {result['repeats']} turn{'s' if result['repeats'] > 1 else ''}; "
             f"`benchmarks/results/{name}`.*")
-
-
-def line_of(table: dict, start: str) -> dict | None:
-    return next((line for line in table["lines"] if line["what"].startswith(start)), None)
-
-
-def pair(line: dict | None, theirs: str, ours: str) -> str:
-    """`peer / purerl (ratio)` of one measure's medians."""
-    if line is None:
-        return "n/a"
-    cell = " / ".join("not reached" if line.get(side) is None
-                      else number(line[side]["median"], line["unit"]) for side in (theirs, ours))
-    return cell + (f" ({line['ratio']:.2f})" if line["ratio"] is not None else "")
 
 
 def peer_tables(result: dict) -> list[tuple[str, dict]]:
@@ -86,44 +62,30 @@ def sources_line(names: list[str]) -> str:
 
 
 def peers_detail() -> str:
-    """Every peer's results files as one table: a line per program and pair of sides, each
-    cell `peer / purerl (purerl / peer)`, and the files' dates and commits below."""
-    lines = ["| peer, program | sides | compile s | time to the return s | training steps/s | "
-             "final return |", "| --- | --- | ---: | ---: | ---: | ---: |"]
+    """Every peer's programs, a line per program and pair of sides (the command line's row is
+    the summary's), and the files' dates and commits below."""
     names = list(dict.fromkeys([*PUREJAXRL, *(setting.results for setting in SUMMARY)]))
-    for name in names:
-        result = load(name)
-        for row, table in peer_tables(result):
-            if row == "cli":  # the commands whole: the summary's
-                continue
-            theirs, ours = table["side"], table["purerl_side"]
-            cells = [pair(line_of(table, start), theirs, ours)
-                     for start in ("compile", TO_RETURN, SPS, FINAL)]
-            lines.append(f"| {result['peer']}: {table['program']} | {heading(theirs)} / "
-                         f"{heading(ours)} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n\n" + sources_line(names)
+    tables = [(load(name)["peer"], table) for name in names
+              for row, table in peer_tables(load(name)) if row != "cli"]
+    return detail(tables, ("compile", TO_RETURN, SPS, FINAL)) + "\n\n" + sources_line(names)
 
 
 def plans(name: str) -> str:
-    """`peers.py --plans`: each plan variant's compile and training rate against PureJaxRL's,
-    medians over the turns (and the ratio's range over them)."""
+    """`peers.py --plans`: each plan's compile and training rate against PureJaxRL's (medians
+    over the turns, and the ratio's range over them)."""
     result = load(name)
-    (turns,) = result["rows"].values()
-
-    def median(side, key):
-        return statistics.median(turn[0][side][key] for turn in turns)
-
-    theirs = median("purejaxrl", "sps")
+    (tables,) = result["tables"].values()
+    rate, compile_s = line_of(tables[0], SPS), line_of(tables[0], "compile")
     lines = ["| purerl's plan | compile s | training steps/s | purerl / PureJaxRL |",
              "| --- | ---: | ---: | ---: |",
-             f"| PureJaxRL | {median('purejaxrl', 'compile_s'):.1f} | "
-             f"{number(theirs, 'steps/s')} | |"]
-    for side in (side for side in turns[0][0] if side.startswith("purerl:")):
-        ratios = [turn[0][side]["sps"] / turn[0]["purejaxrl"]["sps"] for turn in turns]
-        spread = f" ({min(ratios):.2f}-{max(ratios):.2f})" if len(ratios) > 1 else ""
-        lines.append(f"| {side.removeprefix('purerl:')} | {median(side, 'compile_s'):.1f} | "
-                     f"{number(median(side, 'sps'), 'steps/s')} | "
-                     f"{median(side, 'sps') / theirs:.2f}{spread} |")
+             f"| PureJaxRL | {compile_s['purejaxrl']['median']:.1f} | "
+             f"{number(rate['purejaxrl']['median'], 'steps/s')} | |"]
+    for table in tables:
+        side, rate, compile_s = table["purerl_side"], line_of(table, SPS), line_of(table, "compile")
+        spread = rate["turn_ratios"] if len(rate["turn_ratios"] or []) > 1 else None
+        lines.append(f"| {side.removeprefix('purerl:')} | {compile_s[side]['median']:.1f} | "
+                     f"{number(rate[side]['median'], 'steps/s')} | {rate['ratio']:.2f}"
+                     + (f" ({min(spread):.2f}-{max(spread):.2f})" if spread else "") + " |")
     return "\n".join(lines) + "\n\n" + caption(result, name)
 
 
@@ -263,50 +225,46 @@ def recurrent() -> str:
     return "\n".join(rows)
 
 
-def rows_table(names: str | tuple, columns: list[tuple[str, str, str]]) -> str:
-    """Results' `rows` as one table: `(heading, key, format)` per column."""
-    lines = ["| " + " | ".join(h for h, _, _ in columns) + " |",
-             "| " + " | ".join("---:" if f else "---" for _, _, f in columns) + " |"]
-    names = (names,) if isinstance(names, str) else names
-    for row in (row for name in names for row in load(name)["rows"]):
-        lines.append("| " + " | ".join(format(row[key], f) for _, key, f in columns) + " |")
-    return "\n".join(lines)
+# Tables of results' `rows`: a heading and a row's template (`str.format` of the row)
+ROWS = {
+    "throughput": ("| num_envs | compile s | from cache s | train steps/s | raw env steps/s |\n"
+                   "| ---: | ---: | ---: | ---: | ---: |", "| {num_envs:d} | {compile_s:.1f} | "
+                   "{cached_compile_s:.1f} | {train_sps:,d} | {raw_env_sps:,d} |"),
+    "memory": ("| num_envs | CPU tricks forced | temporaries GiB | peak GiB |\n"
+               "| ---: | --- | ---: | ---: |",
+               "| {num_envs:d} | {cpu_tricks_forced} | {temporaries_gib:.2f} | {peak_gib:.2f} |"),
+    "population": ("| envs per member | compile 1 / 16 members (s) | train 1 / 16 members (s) | "
+                   "steps/s 1 / 16 members | 16 members cost | 1 member, 16x envs, cost |\n"
+                   "|---:|---:|---:|---:|---:|---:|",
+                   "| {num_envs} | {compile_s_one:.1f} / {compile_s_population:.1f} | "
+                   "{train_s_one:.2f} / {train_s_population:.2f} | {sps_one:,} / "
+                   "{sps_population:,} | {cost:.2f}x | {cost_wide:.2f}x |"),
+    "scaling": ("| mode | scaling | devices | envs | compile s | steps/s | speedup | efficiency "
+                "| all-reduce share |\n|---|---|---:|---:|---:|---:|---:|---:|---:|",
+                "| {mode} | {scaling} | {devices} | {num_envs} | {compile_s:.1f} | {train_sps:,} "
+                "| {speedup:.2f} | {efficiency:.2f} | {all_reduce_share:.2f} |"),
+    "suites": ("| preset | envs | reset pool | compile train / raw (s) | training steps/s "
+               "| raw env steps/s | training / raw |\n|---|---:|---:|---:|---:|---:|---:|",
+               "| {preset} | {num_envs} | {pool} | {compile_s_train:.1f} / {compile_s_raw:.1f} | "
+               "{train_sps:,} | {raw_env_sps:,} | {train_over_raw:.2f} |"),
+    "gpu-throughput": ("| num_envs | compile s | train steps/s | raw env steps/s |\n"
+                       "| ---: | ---: | ---: | ---: |", "| {num_envs:,d} | {compile_s:.1f} | "
+                       "{train_sps:,d} | {raw_env_sps:,d} |"),
+    "gpu-memory": ("| Breakout-MinAtar num_envs | CPU tricks forced | peak GiB |\n"
+                   "| ---: | --- | ---: |",
+                   "| {num_envs:d} | {cpu_tricks_forced} | {peak_gib:.2f} |"),
+}
 
 
-def population_table(rows: list[dict]) -> str:
-    """A vmapped 16-member sweep against one member and one member with 16x the envs
-    (`population.py`, which prints it too)."""
-    lines = ["| envs per member | compile 1 / 16 members (s) | train 1 / 16 members (s) "
-             "| steps/s 1 / 16 members | 16 members cost | 1 member, 16x envs, cost |",
-             "|---:|---:|---:|---:|---:|---:|"]
-    for r in rows:
-        lines.append(f"| {r['num_envs']} | {r['compile_s_one']:.1f} / "
-                     f"{r['compile_s_population']:.1f} | {r['train_s_one']:.2f} / "
-                     f"{r['train_s_population']:.2f} | {r['sps_one']:,} / "
-                     f"{r['sps_population']:,} | {r['cost']:.2f}x | {r['cost_wide']:.2f}x |")
-    return "\n".join(lines)
+def rows_table(name: str, rows: list[dict]) -> str:
+    """`rows` as the table ROWS[name] (the scripts print theirs with it too)."""
+    heading, template = ROWS[name]
+    return "\n".join([heading, *(template.format(**row, pool=row.get("reset_pool") or "-")
+                                  for row in rows)])
 
 
-def scaling_table(rows: list[dict]) -> str:
-    """Devices and processes, weak and strong scaling (`scaling.py`, which prints it too)."""
-    lines = ["| mode | scaling | devices | envs | compile s | steps/s | speedup | efficiency "
-             "| all-reduce share |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
-    for r in rows:
-        lines.append(f"| {r['mode']} | {r['scaling']} | {r['devices']} | {r['num_envs']} "
-                     f"| {r['compile_s']:.1f} | {r['train_sps']:,} | {r['speedup']:.2f} "
-                     f"| {r['efficiency']:.2f} | {r['all_reduce_share']:.2f} |")
-    return "\n".join(lines)
-
-
-def suites_table(rows: list[dict]) -> str:
-    """Each suite's preset, training against raw stepping (`suites.py`, which prints it too)."""
-    lines = ["| preset | envs | reset pool | compile train / raw (s) | training steps/s "
-             "| raw env steps/s | training / raw |", "|---|---:|---:|---:|---:|---:|---:|"]
-    for r in rows:
-        lines.append(f"| {r['preset']} | {r['num_envs']} | {r['reset_pool'] or '-'} | "
-                     f"{r['compile_s_train']:.1f} / {r['compile_s_raw']:.1f} | "
-                     f"{r['train_sps']:,} | {r['raw_env_sps']:,} | {r['train_over_raw']:.2f} |")
-    return "\n".join(lines)
+def rows_of(*names: str) -> list[dict]:
+    return [row for name in names for row in load(name)["rows"]]
 
 
 def gpu() -> str:
@@ -331,24 +289,14 @@ TABLES = {
     "peers-detail": peers_detail,
     "learning": learning,
     "recurrent": recurrent,
-    "throughput": lambda: rows_table("throughput.json", [
-        ("num_envs", "num_envs", "d"), ("compile s", "compile_s", ".1f"),
-        ("from cache s", "cached_compile_s", ".1f"), ("train steps/s", "train_sps", ",d"),
-        ("raw env steps/s", "raw_env_sps", ",d")]),
-    "memory": lambda: rows_table("memory.json", [
-        ("num_envs", "num_envs", "d"), ("CPU tricks forced", "cpu_tricks_forced", ""),
-        ("temporaries GiB", "temporaries_gib", ".2f"), ("peak GiB", "peak_gib", ".2f")]),
-    "population": lambda: population_table(load("population.json")["rows"]),
-    "scaling": lambda: scaling_table(load("scaling.json")["rows"]),
-    "suites": lambda: suites_table([row for name in ("suites.json", "suites_reset_pool.json")
-                                    for row in load(name)["rows"]]),
+    "throughput": lambda: rows_table("throughput", rows_of("throughput.json")),
+    "memory": lambda: rows_table("memory", rows_of("memory.json")),
+    "population": lambda: rows_table("population", rows_of("population.json")),
+    "scaling": lambda: rows_table("scaling", rows_of("scaling.json")),
+    "suites": lambda: rows_table("suites", rows_of("suites.json", "suites_reset_pool.json")),
     "gpu": gpu,
-    "gpu-throughput": lambda: rows_table("gpu/throughput.json", [
-        ("num_envs", "num_envs", ",d"), ("compile s", "compile_s", ".1f"),
-        ("train steps/s", "train_sps", ",d"), ("raw env steps/s", "raw_env_sps", ",d")]),
-    "gpu-memory": lambda: rows_table("gpu/memory.json", [
-        ("Breakout-MinAtar num_envs", "num_envs", "d"),
-        ("CPU tricks forced", "cpu_tricks_forced", ""), ("peak GiB", "peak_gib", ".2f")]),
+    "gpu-throughput": lambda: rows_table("gpu-throughput", rows_of("gpu/throughput.json")),
+    "gpu-memory": lambda: rows_table("gpu-memory", rows_of("gpu/memory.json")),
     "iqm": lambda: iqm(),
     "chaos": lambda: chaos(),
 }
@@ -370,12 +318,34 @@ def chaos() -> str:
         f"({cost['each_s']:.2f}) |"])
 
 
-def iqm() -> str:
-    """The presets over 8 seeds, as `report_presets.py` prints them."""
-    from report_presets import markdown as report_markdown
+def interval(stat: dict) -> str:
+    return f"{stat['point']:.4g} [{stat['interval'][0]:.4g}, {stat['interval'][1]:.4g}]"
 
+
+def iqm_table(results: dict, normalized: dict | None) -> str:
+    """The table of each preset's report, and a line of the normalized one."""
+    lines = ["| preset | env | seeds | env steps | IQM [95% CI] | mean [95% CI] | "
+             "optimality gap [95% CI] | wall s |",
+             "| --- | --- | ---: | ---: | --- | --- | --- | ---: |"]
+    for preset, r in results.items():
+        group = r["report"]["groups"][0]
+        gap = (f"{interval(group['optimality_gap'])} (to {r['report']['optimality_target']:g})"
+               if "optimality_gap" in group else "")
+        lines.append(f"| `{preset}` | {r['env']} | {group['runs_per_env']} | "
+                     f"{r['env_steps']:,} | {interval(group['iqm'])} | {interval(group['mean'])} "
+                     f"| {gap} | {r['wall_s']:.0f} |")
+    if normalized:
+        (group,) = normalized["groups"]
+        lines += ["", f"Normalized over the {len(group['envs'])} presets with a score range "
+                  f"({group['runs_per_env']} seeds each): IQM {interval(group['iqm'])}, mean "
+                  f"{interval(group['mean'])}, optimality gap {interval(group['optimality_gap'])}."]
+    return "\n".join(lines)
+
+
+def iqm() -> str:
+    """The presets over 8 seeds (`learning.py --report`, which prints it too)."""
     result = load("report_presets.json")
-    return report_markdown(result["presets"], result["normalized"])
+    return iqm_table(result["presets"], result["normalized"])
 
 
 def render(name: str) -> str:
@@ -406,7 +376,6 @@ def stale() -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true")
-    parser.add_argument("--figures", action="store_true")
     args = parser.parse_args()
     if args.check:
         if found := stale():
@@ -415,10 +384,6 @@ def main() -> None:
         return
     for page in PAGES:
         page.write_text(rendered(page.read_text()))
-    if args.figures:
-        import figures
-
-        figures.draw_all()
 
 
 if __name__ == "__main__":

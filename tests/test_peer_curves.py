@@ -103,10 +103,12 @@ def test_rollout_curve_groups_monitor_episodes_by_the_rollout_they_ended_in(tmp_
         '#{"t_start": 100.0, "env_id": "CartPole-v1"}\nr,l,t\n3.0,3,1.0\n5.0,5,2.0\n')
     (tmp_path / "1.monitor.csv").write_text(
         '#{"t_start": 100.5, "env_id": "CartPole-v1"}\nr,l,t\n4.0,4,1.5\n')
-    t_start, episodes = curves.monitor_episodes(tmp_path)
+    import peer_sb3
+
+    t_start, episodes = peer_sb3.monitor_episodes(tmp_path)
     assert t_start == 100.0
     assert sorted(episodes) == [(0, 3.0, 3, 101.0), (0, 5.0, 5, 102.0), (1, 4.0, 4, 102.0)]
-    steps, returns, times = curves.rollout_curve(episodes, n_envs=2, rollout_steps=8,
+    steps, returns, times = peer_sb3.rollout_curve(episodes, n_envs=2, rollout_steps=8,
                                                  total_steps=24)
     # env 0 ends at global steps 6 and 16, env 1 at 8: rollouts 1, 2 and 1
     assert steps == [8, 16, 24]
