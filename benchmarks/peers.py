@@ -153,7 +153,9 @@ def arguments() -> argparse.Namespace:
     args = parser.parse_args()
     peer = peer_of(args.peer)
     known = list(peer.rows)
-    args.rows = args.rows or [row for row in known if row not in peer.accelerator_rows]
+    timed_programs = args.plans is not None or args.profile  # not whole commands: no `cli`
+    args.rows = args.rows or [row for row in known if row not in peer.accelerator_rows
+                              and not (timed_programs and row == "cli")]
     if unknown := [row for row in args.rows if row not in known]:
         parser.error(f"{args.peer} has no row {', '.join(unknown)}; its rows: {' '.join(known)}")
     if refused := [name for name in ("plans", "profile")
@@ -161,6 +163,8 @@ def arguments() -> argparse.Namespace:
         parser.error(f"--{' --'.join(refused)}: {args.peer}'s driver does not take it")
     if args.plans == []:
         args.plans = list(PLAN_VARIANTS)
+    if timed_programs and "cli" in args.rows:
+        parser.error("--plans and --profile time programs; the row cli runs whole commands")
     if args.peer == "purejaxrl":
         args.peer_python = args.peer_python or sys.executable
         if args.purejaxrl is None or not (args.purejaxrl / "purejaxrl/ppo.py").is_file():

@@ -441,3 +441,24 @@ def test_the_profile_reads_a_traced_programs_matmuls(tmp_path):
     instructions, _ = op_profile.parse_hlo((tmp_path / "program.hlo.txt").read_text())
     loops = {name for name, (opcode, _, _) in instructions.items() if opcode == "while"}
     assert loops and not loops & {op["op"] for op in summary["top"]}
+
+
+def test_plans_and_profile_leave_the_command_rows_out(monkeypatch, tmp_path, capsys):
+    import peers
+    import pytest
+
+    (tmp_path / "purejaxrl").mkdir()
+    (tmp_path / "purejaxrl" / "ppo.py").write_text("")
+    base = ["peers.py", "--purejaxrl", str(tmp_path)]
+    monkeypatch.setattr(sys, "argv", base + ["--plans"])
+    assert "cli" not in peers.arguments().rows
+    monkeypatch.setattr(sys, "argv", base)
+    assert peers.arguments().rows[0] == "cli"
+    monkeypatch.setattr(sys, "argv", base + ["--rows", "cli", "--profile", str(tmp_path)])
+    with pytest.raises(SystemExit):
+        peers.arguments()
+    assert "the row cli runs whole commands" in capsys.readouterr().err
+    monkeypatch.setattr(sys, "argv", ["peers.py", "--peer", "rejax", "--plans"])
+    with pytest.raises(SystemExit):
+        peers.arguments()
+    assert "rejax's driver does not take it" in capsys.readouterr().err
