@@ -27,10 +27,10 @@ def purejaxrl_rates() -> dict:
                 runs = sorted(turn[0][side]["sps"] for turn in turns)
                 rates.setdefault((side, "CPU"), []).append(
                     (turns[0][0][side]["num_envs"], runs[len(runs) // 2]))
-    for side in ("purerl", "purejaxrl"):
-        for program in load(f"gpu/{side}_1.json"):
-            if program["num_seeds"] == 1:
-                rates.setdefault((side, "GPU"), []).append((program["num_envs"], program["sps"]))
+    for turns in load("gpu/peers.json")["rows"].values():
+        for side, run in turns[0][0].items():
+            if run["num_seeds"] == 1:
+                rates.setdefault((side, "GPU"), []).append((run["num_envs"], run["sps"]))
     return rates
 
 

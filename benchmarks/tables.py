@@ -268,19 +268,18 @@ def rows_of(*names: str) -> list[dict]:
 
 
 def gpu() -> str:
-    """The GPU run: both sides' whole-run programs, turn by turn."""
-    turns = [(load(f"gpu/purejaxrl_{i}.json"), load(f"gpu/purerl_{i}.json")) for i in (1, 2)]
+    """The GPU run of `peers.py`'s accelerator rows: both sides' training rates, turn by turn."""
     lines = ["| program | PureJaxRL steps/s | purerl steps/s | purerl / PureJaxRL |",
              "| --- | ---: | ---: | ---: |"]
-    for index, program in enumerate(turns[0][1]):
-        theirs = [turn[0][index]["sps"] for turn in turns]
-        ours = [turn[1][index]["sps"] for turn in turns]
+    for turns in load("gpu/peers.json")["rows"].values():
+        runs = [turn[0] for turn in turns]
+        theirs, ours = ([run[side]["sps"] for run in runs] for side in ("purejaxrl", "purerl"))
+        program = runs[0]["purerl"]
         seeds = f"{program['num_seeds']} seeds x " if program["num_seeds"] > 1 else ""
-        ratios = [b / a for a, b in zip(theirs, ours)]
         lines.append(f"| {seeds}{program['num_envs']:,} envs | "
                      f"{' / '.join(number(v, 'steps/s') for v in theirs)} | "
                      f"{' / '.join(number(v, 'steps/s') for v in ours)} | "
-                     f"{' / '.join(f'{r:.2f}' for r in ratios)} |")
+                     f"{' / '.join(f'{b / a:.2f}' for a, b in zip(theirs, ours))} |")
     return "\n".join(lines)
 
 
