@@ -186,8 +186,9 @@ def program_side(train, key, env_steps: int, curve, launched: float, jit: bool =
             "times": times[0] if times else None}
 
 
-def purerl_side(config, make_train_kwargs: dict | None = None, launched: float = 0.0) -> dict:
-    """purerl's whole-run program of `config`, as `program_side` runs it."""
+def purerl_side(config, make_train_kwargs: dict | None = None, launched: float = 0.0,
+                profile: Path | None = None) -> dict:
+    """purerl's whole-run program of `config` (seed 0), as `program_side` runs it."""
     import jax
 
     import purerl
@@ -195,7 +196,8 @@ def purerl_side(config, make_train_kwargs: dict | None = None, launched: float =
     purerl.validate(config, jax.local_device_count())
     return program_side(purerl.make_train(config, **(make_train_kwargs or {})),
                         jax.random.key(0), config.num_updates * config.batch_size,
-                        lambda output: purerl_curve(config, output[1]), launched)
+                        lambda output: purerl_curve(config, output[1]), launched,
+                        profile=profile)
 
 
 def cpu_devices(num_seeds: int = 8) -> int:
@@ -331,7 +333,7 @@ def stats(values: list) -> dict | None:
 
 
 def comparison(what: str, unit: str, theirs: list, ours: list, ratio_of: str | None,
-               sides: tuple = ("purejaxrl", "purerl")) -> dict:
+               sides: tuple) -> dict:
     """One line of a table: each side's values over the turns, and ours / theirs of the medians
     where `ratio_of` says what it compares, with its range over the turns where both sides
     have every turn."""

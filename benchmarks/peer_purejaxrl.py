@@ -22,7 +22,6 @@ STARTED = time.time()  # before the imports, which a user waits for too
 
 import json  # noqa: E402
 import os  # noqa: E402
-import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -61,23 +60,14 @@ PEERS = {"purejaxrl": harness.Peer(
     accelerator_rows=("4096envs", "65536envs", "16seeds"))}
 
 
-def purerl_program(spec: dict):
-    """`(train, key, env steps per seed, curve)` of purerl at a program's setting."""
-    import jax
-
-    import purerl
+def purerl_config(spec: dict):
+    """purerl's `Config` at a program's setting."""
     from purerl.config import Config, EnvConfig, NetworkConfig
-    from purerl.plan import PLAIN
 
     network = (NetworkConfig(rnn="gru", rnn_size=128, hidden_sizes=[128], activation="relu",
                              shared=True) if spec["network"] == "gru" else NetworkConfig())
-    config = Config(total_timesteps=spec["total_timesteps"], num_seeds=spec["num_seeds"],
-                    env=EnvConfig(name=ENV, num_envs=spec["num_envs"]), network=network)
-    purerl.validate(config, jax.local_device_count())
-    plan = spec.get("plan")
-    train = purerl.make_train(config, plan=None if plan is None else PLAIN._replace(**plan))
-    return (train, jax.random.key(SEED), config.num_updates * config.batch_size,
-            lambda output: harness.purerl_curve(config, output[1]))
+    return Config(total_timesteps=spec["total_timesteps"], num_seeds=spec["num_seeds"],
+                  env=EnvConfig(name=ENV, num_envs=spec["num_envs"]), network=network)
 
 
 def flax_linen_of_2023():
@@ -152,9 +142,8 @@ def command_run(spec: dict, side: str) -> dict:
             if side == "purejaxrl-lean":
                 source = source.replace('"DEBUG": True', '"DEBUG": False')
             command = [sys.executable, "-c", f"exec(compile({source!r}, 'ppo.py', 'exec'))"]
-        start = time.perf_counter()
-        subprocess.run(command, cwd=cwd, check=True, stdout=subprocess.DEVNULL)
-        result = {**spec, "side": side, "command_wall_s": round(time.perf_counter() - start, 3)}
+        wall_s = harness.timed_run(command, cwd, Path(work) / "log")
+        result = {**spec, "side": side, "command_wall_s": round(wall_s, 3)}
         if side.startswith("purerl"):
             summary = json.loads(Path(f"{work}/run/summary.json").read_text())
             result.update({k: summary[k] for k in ("compile_s", "train_s", "sps",
@@ -167,9 +156,14 @@ def measure(spec: dict, side: str, launched: float) -> dict:
         return command_run(spec, side)
     harness.start_jax()
     startup_s = harness.seconds_since(launched)
-    program = purerl_program(spec) if side == "purerl" else purejaxrl_program(spec)
-    run = harness.program_side(*program, launched,
-                               profile=Path(spec["profile"]) if spec.get("profile") else None)
+    profile = Path(spec["profile"]) if spec.get("profile") else None
+    if side == "purerl":
+        from purerl.plan import PLAIN
+
+        plan = None if spec.get("plan") is None else PLAIN._replace(**spec["plan"])
+        run = harness.purerl_side(purerl_config(spec), {"plan": plan}, launched, profile)
+    else:
+        run = harness.program_side(*purejaxrl_program(spec), launched, profile=profile)
     return harness.side_result(spec, side, ENV, run, kind=CURVE, startup_s=startup_s,
                                launched=launched, num_seeds=spec["num_seeds"])
 

@@ -71,10 +71,11 @@ def side_env(peer: Peer, side: str, num_seeds: int, work: Path, checkout: Path |
     return env
 
 
-def run_turn(peer: Peer, programs: list, sides: tuple, python: dict, work: Path, turn_dir: Path,
-             checkout: Path | None = None) -> list:
+def run_turn(peer: Peer, programs: list, sides: tuple, pythons: tuple, work: Path,
+             turn_dir: Path, checkout: Path | None = None) -> list:
     """One turn of a row: each program, each side in turn (`sides`: `(side, its program's
-    extra keys)`), one process each; their results with the process's wall time."""
+    extra keys)`), one process each, purerl's sides under `pythons[0]`, the peer's under
+    `pythons[1]`; their results with the process's wall time."""
     turn = []
     for index, program in enumerate(programs):
         results = {}
@@ -82,7 +83,8 @@ def run_turn(peer: Peer, programs: list, sides: tuple, python: dict, work: Path,
             side_dir = turn_dir / f"{index}_{side}"
             side_dir.mkdir(parents=True)
             out, name = side_dir / "result.json", side.partition(":")[0]
-            wall_s = timed_run([python[name], BENCHMARKS / peer.driver, name,
+            python = pythons[0] if name.startswith("purerl") else pythons[1]
+            wall_s = timed_run([python, BENCHMARKS / peer.driver, name,
                                 json.dumps({**program, **extra}), out], REPO,
                                side_dir / "log", side_env(peer, name, program.get("num_seeds", 1),
                                                           work, checkout), peer.hung_after_s)
@@ -185,9 +187,7 @@ def main() -> None:
     args = arguments()
     peer, start = peer_of(args.peer), time.perf_counter()
     purerl_python = args.peer_python if peer.purerl_in_peer_python else sys.executable
-    python = {side: purerl_python for side in ("purerl", "purerl-warm", "purerl-eval")}
-    python.update(dict.fromkeys(peer.sides + sum((s for _, s in peer.row_sides.values()), ()),
-                                args.peer_python))
+    pythons = (purerl_python, args.peer_python)
     result = {
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "machine": machine(), "repeats": args.repeats, "peer": args.peer,
@@ -209,7 +209,7 @@ def main() -> None:
             sides = ours + [(side, {}) for side in peer_sides]
             programs = result["programs"][row]
             if warm := [(side, {}) for side in purerl_sides if side in peer.warm_sides]:
-                run_turn(peer, programs, warm, python, work, work / f"{row}_warm_up",
+                run_turn(peer, programs, warm, pythons, work, work / f"{row}_warm_up",
                          args.purejaxrl)  # fills the compile cache; not timed
             turns = result["rows"][row] = []
             for turn in range(args.repeats):
@@ -217,7 +217,7 @@ def main() -> None:
                           if args.profile else {} for s, _ in sides}
                 turns.append(run_turn(peer, programs, [(s, {**e, **traced[s]})
                                                        for s, e in sides],
-                                      python, work, work / f"{row}_{turn}", args.purejaxrl))
+                                      pythons, work, work / f"{row}_{turn}", args.purejaxrl))
                 print(f"{row} {turn + 1}/{args.repeats} done", flush=True)
             result["tables"][row] = comparisons(
                 turns, pairs(peer, peer_sides, [side for side, _ in ours], bool(args.plans)))

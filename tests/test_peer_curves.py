@@ -348,7 +348,7 @@ def test_purerl_warm_runs_first_to_fill_the_compile_cache_then_takes_its_turns(m
     calls = []
 
     def fake_run(command, cwd, log, env, hung_after_s):
-        calls.append((command[2], json.loads(command[3]).get("plan"),
+        calls.append((command[0], command[2], json.loads(command[3]).get("plan"),
                       env.get(curves.WARM_CACHE)))
         Path(command[4]).write_text("{}")
         return 1.0
@@ -356,11 +356,12 @@ def test_purerl_warm_runs_first_to_fill_the_compile_cache_then_takes_its_turns(m
     monkeypatch.setattr(peers, "timed_run", fake_run)
     rejax, cache = peers.peer_of("rejax"), str(tmp_path / "compile_cache")
     program = [{"setting": "cartpole", "num_seeds": 1}]
-    python = dict.fromkeys(("purerl", "purerl-warm", "rejax", "rejax-lean"), sys.executable)
-    peers.run_turn(rejax, program, [("purerl-warm", {})], python, tmp_path, tmp_path / "warm")
+    pythons = ("/purerl/python", "/rejax/python")
+    peers.run_turn(rejax, program, [("purerl-warm", {})], pythons, tmp_path, tmp_path / "warm")
     (turn,) = peers.run_turn(rejax, program, [("purerl:plain", {"plan": {}}), ("rejax", {})],
-                             python, tmp_path, tmp_path / "turn")
-    assert calls == [("purerl-warm", None, cache), ("purerl", {}, None), ("rejax", None, None)]
+                             pythons, tmp_path, tmp_path / "turn")
+    assert calls == [("/purerl/python", "purerl-warm", None, cache),
+                     ("/purerl/python", "purerl", {}, None), ("/rejax/python", "rejax", None, None)]
     assert set(turn) == {"purerl:plain", "rejax"} and turn["rejax"]["process_wall_s"] == 1.0
 
 
