@@ -1,8 +1,8 @@
 """Learning benchmarks: the gymnax presets through the real command line.
 
-    python benchmarks/learning.py [PRESETS]   # each at its budget: learning.json, its PNGs
+    python benchmarks/learning.py [PRESETS]   # each at its budget: learning.json, learning.png
     python benchmarks/learning.py --memory    # memory presets, mlp against gru: recurrent.json
-    python benchmarks/learning.py --plot-only # the PNGs again, from the runs kept
+    python benchmarks/learning.py --plot-only # learning.png again, from the runs kept
     python benchmarks/learning.py --random [--episodes 1000 --seed 0]   # random_returns.json
     python benchmarks/learning.py --report [--seeds 8 --max-one-seed-s 30 --report-only]
 
@@ -21,18 +21,10 @@ import sys
 import time
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import tables  # noqa: E402
-from harness import REPO  # noqa: E402
-from matplotlib.lines import Line2D  # noqa: E402
-from matplotlib.ticker import EngFormatter  # noqa: E402
-from omegaconf import OmegaConf  # noqa: E402
-
-from purerl.logging.plots import plot_seeds, smoothing_window  # noqa: E402
+import numpy as np
+import tables
+from harness import REPO
+from omegaconf import OmegaConf
 
 RESULTS = tables.RESULTS  # where tables.py reads what this writes
 TARGETS = {"acrobot": -100.0, "pendulum": -300.0, "breakout-minatar": 10.0}  # issue 3's targets
@@ -41,7 +33,7 @@ MEMORY_PRESETS = ["memorychain-bsuite", "metamaze-misc", "pointrobot-misc", "ber
 
 
 def all_presets() -> list[str]:
-    """The gymnax presets of `conf/env/` (the other suites' are `suites.py`'s)."""
+    """The gymnax presets of `conf/env/` (the other suites' are `throughput.py --suites`'s)."""
     return sorted(p.stem for p in (REPO / "conf" / "env").glob("*.yaml")
                   if p.stem != "gymnax" and "/" not in OmegaConf.load(p).env.name)
 
@@ -71,50 +63,43 @@ def run_preset(preset: str, run_dir: Path, *overrides: str) -> dict:
     return {**json.loads((run_dir / "summary.json").read_text()), "wall_s": round(wall_s, 1)}
 
 
-def draw_curve(ax, preset: str, run_dir: Path) -> None:
-    """The run's return per logged update faint, its moving mean thick, the target dashed."""
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    steps = np.array([r["env_steps"] for r in rows], dtype=float)
-    returns = np.array([r["episode_return"] for r in rows], dtype=float)  # None: nan
-    window = smoothing_window(steps.size)
-    plot_seeds(ax, steps, returns[None], window, "C0", f"mean over {window} updates")
-    if preset in TARGETS:
-        ax.axhline(TARGETS[preset], color="gray", ls="--", lw=0.8, label="target")
-    ax.xaxis.set_major_formatter(EngFormatter())
-    ax.grid(alpha=0.3)
+def plot_grid(presets: list[str], runs: Path, path: Path) -> int:
+    """The learning curves of the `presets` run under `runs`, small multiples in one figure:
+    each run's return per logged update faint, its moving mean thick, the target dashed; how
+    many were drawn."""
+    from figures import figure
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import EngFormatter
 
+    from purerl.logging.plots import plot_seeds, smoothing_window
 
-def plot_curve(preset: str, run_dir: Path, path: Path) -> None:
-    fig, ax = plt.subplots(figsize=(5, 3.6), layout="constrained")
-    draw_curve(ax, preset, run_dir)
-    ax.plot([], [], color="C0", lw=0.8, alpha=0.4, label="per update")
-    ax.set(xlabel="env steps", ylabel="episode return", title=f"+env={preset}")
-    fig.legend(loc="outside lower center", ncols=3, fontsize="small")
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-
-
-def plot_grid(presets: list[str], runs: Path, path: Path) -> None:
-    """The learning curves of the `presets` run under `runs`, small multiples in one figure."""
     presets = [p for p in presets if (runs / p / "metrics.jsonl").exists()]
+    if not presets:
+        return 0
     cols, rows = 5, -(-len(presets) // 5)
-    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.4 * rows + 0.5), squeeze=False,
-                             layout="constrained")
-    for ax, preset in zip(axes.flat, presets):
-        draw_curve(ax, preset, runs / preset)
-        ax.set_title(preset, fontsize=9)
-        ax.tick_params(labelsize=7)
-    for ax in list(axes.flat)[len(presets):]:
-        ax.axis("off")
-    fig.supxlabel("env steps")
-    fig.supylabel("episode return")
-    fig.legend(handles=[Line2D([], [], color="C0", lw=0.8, alpha=0.4, label="per update"),
-                        Line2D([], [], color="C0", lw=2.0,
-                               label="mean over a twentieth of the run"),
-                        Line2D([], [], color="gray", ls="--", lw=0.8, label="target")],
-               loc="outside upper center", ncols=3)
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
+    with figure(path, dpi=90, nrows=rows, ncols=cols, squeeze=False,
+                figsize=(3.2 * cols, 2.4 * rows + 0.5)) as (fig, axes):
+        for ax, preset in zip(axes.flat, presets):
+            logged = [json.loads(line) for line in (runs / preset / "metrics.jsonl").open()]
+            steps = np.array([r["env_steps"] for r in logged], dtype=float)
+            returns = np.array([r["episode_return"] for r in logged], dtype=float)  # None: nan
+            plot_seeds(ax, steps, returns[None], smoothing_window(steps.size), "C0", None)
+            if preset in TARGETS:
+                ax.axhline(TARGETS[preset], color="gray", ls="--", lw=0.8)
+            ax.xaxis.set_major_formatter(EngFormatter())
+            ax.grid(alpha=0.3)
+            ax.set_title(preset, fontsize=9)
+            ax.tick_params(labelsize=7)
+        for ax in list(axes.flat)[len(presets):]:
+            ax.axis("off")
+        fig.supxlabel("env steps")
+        fig.supylabel("episode return")
+        fig.legend(handles=[Line2D([], [], color="C0", lw=0.8, alpha=0.4, label="per update"),
+                            Line2D([], [], color="C0", lw=2.0,
+                                   label="mean over a twentieth of the run"),
+                            Line2D([], [], color="gray", ls="--", lw=0.8, label="target")],
+                   loc="outside upper center", ncols=3)
+    return len(presets)
 
 
 def random_returns(preset: str, episodes: int, seed: int) -> dict:
@@ -205,7 +190,7 @@ def main() -> None:
                   f"({r['ended']}/{args.episodes} ended)", flush=True)
         write("random_returns.json", dict(sorted(results.items())))
         return print(f"wrote {RESULTS / 'random_returns.json'}")
-    curves, runs = RESULTS / "learning", RESULTS / "learning" / "runs"
+    runs = RESULTS / "learning" / "runs"
     if args.memory:
         results = read("recurrent.json")
         for preset in args.presets or MEMORY_PRESETS:
@@ -217,21 +202,15 @@ def main() -> None:
                 print(f"{name}: final return {results[name]['final_return_per_seed']}, "
                       f"{results[name]['wall_s']} s", flush=True)
         return print(tables.recurrent())
-    presets, results = args.presets or all_presets(), read("learning.json")
-    curves.mkdir(parents=True, exist_ok=True)
-    for preset in presets:
-        if not args.plot_only:
-            results[preset] = run_preset(preset, runs / preset, *budget)
-            write("learning.json", dict(sorted(results.items())))
-            print(f"{preset}: final return {results[preset]['final_return']}, "
-                  f"{results[preset]['wall_s']} s", flush=True)
-        if (runs / preset / "metrics.jsonl").exists():
-            plot_curve(preset, runs / preset, curves / f"{preset}.png")
-    if kept := [p for p in presets if (runs / p / "metrics.jsonl").exists()]:
-        plot_grid(all_presets() if args.plot_only else sorted(results), runs,
-                  RESULTS / "learning.png")
-    print(f"redrew {len(kept)} of {len(presets)} presets from {runs}" if args.plot_only
-          else tables.learning())
+    results = read("learning.json")
+    for preset in [] if args.plot_only else args.presets or all_presets():
+        results[preset] = run_preset(preset, runs / preset, *budget)
+        write("learning.json", dict(sorted(results.items())))
+        print(f"{preset}: final return {results[preset]['final_return']}, "
+              f"{results[preset]['wall_s']} s", flush=True)
+    drawn = plot_grid(sorted(results), runs, RESULTS / "learning.png")
+    print(f"drew {drawn} presets' curves from {runs}" if args.plot_only else tables.learning())
+
 
 if __name__ == "__main__":
     main()

@@ -4,14 +4,12 @@ distributed runtime.
 
     python benchmarks/scaling.py                           # CPU: forced devices and processes
     python benchmarks/scaling.py --modes devices --counts 1 2 4 8 --out results/scaling_gpu.json
-    python benchmarks/scaling.py --plot-only                # redraw the PNG from the JSON
 
 Each point runs in fresh processes: `devices` one process of N devices (forced CPU devices or
 the first N GPUs), `processes` N one-device processes on localhost. A point: the compile time,
 env steps/s (the best of --repeats), the efficiency against N times 1 device's, and the share of
-an update its gradient all-reduces take, timed alone. Writes JSON and PNG, prints the table."""
-
-from __future__ import annotations
+an update its gradient all-reduces take, timed alone. Writes the JSON and its figure beside it
+(`python benchmarks/figures.py` redraws it) and prints the table."""
 
 import argparse
 import json
@@ -30,14 +28,13 @@ SCALINGS = ("weak", "strong")
 
 
 def worker(args) -> None:
-    """One point in this process (one of --num-processes); process 0 prints its JSON row."""
+    """One point's process, of `args.num_processes` (joined when more than one); process 0
+    prints its JSON row."""
     from purerl.config import DistributedConfig
     from purerl.parallel.distributed import initialize
 
-    if args.num_processes > 1:
-        initialize(DistributedConfig(enabled=True, coordinator=f"localhost:{args.port}",
-                                     num_processes=args.num_processes,
-                                     process_id=args.process_id))
+    initialize(DistributedConfig(enabled=args.num_processes > 1, num_processes=args.num_processes,
+                                 coordinator=f"localhost:{args.port}", process_id=args.process_id))
     import jax
     import numpy as np
     from jax.sharding import PartitionSpec as P
@@ -87,25 +84,21 @@ def worker(args) -> None:
 def measure(mode: str, count: int, num_envs: int, args) -> dict:
     """One point: `count` devices of one process or `count` one-device processes, training
     `num_envs` envs in all."""
-    base = [sys.executable, __file__, "--worker", "--env", args.env, "--num-envs", str(num_envs),
-            "--updates", str(args.updates), "--repeats", str(args.repeats)]
-    env = dict(os.environ)
-    if args.platform == "cpu":
-        env["XLA_FLAGS"] = ("--xla_force_host_platform_device_count="
-                            f"{count if mode == 'devices' else 1}")
-    if mode == "devices":
-        commands, visible = [base], [range(count)]
-    else:
-        with socket.socket() as s:
-            s.bind(("localhost", 0))
-            port = s.getsockname()[1]
-        commands = [base + ["--num-processes", str(count), "--process-id", str(i),
-                            "--port", str(port)] for i in range(count)]
-        visible = [[i] for i in range(count)]
-    procs = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              env=env if args.platform == "cpu"
-                              else {**env, "CUDA_VISIBLE_DEVICES": ",".join(map(str, ids))})
-             for command, ids in zip(commands, visible)]
+    processes = count if mode == "processes" else 1
+    each = count // processes  # devices per process
+    with socket.socket() as s:  # a free port for the processes' coordinator
+        s.bind(("localhost", 0))
+        port = s.getsockname()[1]
+    procs = []
+    for i in range(processes):
+        point = {"env": args.env, "num_envs": num_envs, "updates": args.updates,
+                 "repeats": args.repeats, "num_processes": processes, "process_id": i, "port": port}
+        devices = ({"XLA_FLAGS": f"--xla_force_host_platform_device_count={each}"}
+                   if args.platform == "cpu" else
+                   {"CUDA_VISIBLE_DEVICES": ",".join(map(str, range(i * each, (i + 1) * each)))})
+        procs.append(subprocess.Popen([sys.executable, __file__, "--worker", json.dumps(point)],
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                      env={**os.environ, **devices}))
     outputs = [proc.communicate(timeout=args.timeout) for proc in procs]
     for proc, (_, stderr) in zip(procs, outputs):
         if proc.returncode != 0:
@@ -126,43 +119,9 @@ def with_efficiency(rows: list[dict]) -> list[dict]:
     return rows
 
 
-def plot(rows: list[dict], path: Path) -> None:
-    """Training steps/s against devices, a panel per scaling, a line per mode and the ideal
-    one from the first mode's single device."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4.4), layout="constrained")
-    for ax, scaling in zip(axes, SCALINGS):
-        for mode in sorted({r["mode"] for r in rows}):
-            points = sorted((r["devices"], r["train_sps"]) for r in rows
-                            if r["mode"] == mode and r["scaling"] == scaling)
-            if not points:
-                continue
-            counts, sps = zip(*points)
-            ax.plot(counts, sps, marker="o", label=mode)
-            if mode == rows[0]["mode"]:
-                ax.plot(counts, [sps[0] * c / counts[0] for c in counts], ls="--", color="grey",
-                        label=f"ideal (linear from 1 of {mode})")
-        ax.set(title=f"{scaling} scaling", xlabel="devices", ylabel="training env steps/s",
-               xscale="log", yscale="log")
-        ax.set_xticks(sorted({r["devices"] for r in rows}))
-        ax.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
-        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-        ax.grid(True, which="major", alpha=0.3)
-    fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncols=3)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    for hidden, default in (("--num-processes", 1), ("--process-id", 0), ("--port", 0),
-                            ("--num-envs", 0)):  # a worker's
-        parser.add_argument(hidden, type=int, default=default, help=argparse.SUPPRESS)
-    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--worker", type=json.loads, help=argparse.SUPPRESS)  # a point, as JSON
     parser.add_argument("--env", default="CartPole-v1")
     parser.add_argument("--modes", nargs="+", default=["devices", "processes"],
                         choices=["devices", "processes"])
@@ -174,25 +133,22 @@ def main() -> None:
     parser.add_argument("--platform", default="cpu", choices=["cpu", "gpu"])
     parser.add_argument("--timeout", type=float, default=1800)
     parser.add_argument("--out", type=Path, default=BENCHMARKS / "results" / "scaling.json")
-    parser.add_argument("--plot-only", action="store_true",
-                        help="redraw the PNG from the JSON at --out, measuring nothing")
     args = parser.parse_args()
-    if args.plot_only:
-        return plot(json.loads(args.out.read_text())["rows"], args.out.with_suffix(".png"))
     if args.worker:
-        return worker(args)
+        return worker(argparse.Namespace(**args.worker))
     rows = [{**measure(mode, count, args.envs_per_device * count if scaling == "weak"
                        else args.total_envs, args), "scaling": scaling}
             for mode in args.modes for count in args.counts for scaling in SCALINGS]
+    result = {"machine": {"platform": args.platform, "processor": platform.processor(),
+                          "cpus": os.cpu_count()},
+              "settings": {"env": args.env, "updates": args.updates, "repeats": args.repeats,
+                           "envs_per_device": args.envs_per_device, "total_envs": args.total_envs},
+              "rows": with_efficiency(rows)}
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({
-        "machine": {"platform": args.platform, "processor": platform.processor(),
-                    "cpus": os.cpu_count()},
-        "settings": {"env": args.env, "updates": args.updates, "repeats": args.repeats,
-                     "envs_per_device": args.envs_per_device, "total_envs": args.total_envs},
-        "rows": with_efficiency(rows),
-    }, indent=1))
-    plot(rows, args.out.with_suffix(".png"))
+    args.out.write_text(json.dumps(result, indent=1))
+    from figures import draw_scaling  # matplotlib, only now
+
+    draw_scaling(result, args.out.with_suffix(".png"))
     print(rows_table("scaling", rows))
 
 

@@ -4,7 +4,7 @@
     python benchmarks/tables.py --check     # exits 1 naming each table that differs
 
 A table sits in a markdown file between `<!-- table: NAME -->` and `<!-- /table -->`: NAME is a
-key of TABLES, or `plans:` or `profile:` and a results file of `peers.py --plans`.
+key of TABLES or ROWS, or `plans:` or `profile:` and a results file of `peers.py --plans`.
 `tests/test_docs.py` fails when a committed table differs from what the results render."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import functools
 import json
 import re
 import sys
+from collections import Counter
 from typing import NamedTuple
 
 from harness import BENCHMARKS, REPO, detail, line_of, number
@@ -36,43 +37,14 @@ def load(name: str) -> dict:
     return json.loads(path.read_text())
 
 
-def caption(result: dict, name: str) -> str:
-    """When, on what and from which file a peer runner's result was measured."""
-    versions = result["purerl"].get("versions", {})
-    load_end = result["machine"].get("load_average_at_end") or [0]
-    return (f"*{result['date'][:10]}, purerl {versions.get('purerl') or ''} (commit "
-            f"{(result['purerl'].get('commit') or '?')[:7]}), jax {versions.get('jax')}, "
-            f"{result['machine']['cpus']} CPU cores (load {max(load_end):.1f} at the end), "
-            f"medians of {result['repeats']} turn{'s' if result['repeats'] > 1 else ''}; "
-            f"`benchmarks/results/{name}`.*")
-
-
 def peer_tables(result: dict) -> list[tuple[str, dict]]:
-    """`(row, table)` of a result of `peers.py --peer NAME`, each table one program against
-    one side of the peer."""
+    """`(row, table)` of a `peers.py` result, each table one program against one peer side."""
     return [(row, table) for row, tables in result["tables"].items() for table in tables]
-
-
-def sources_line(names: list[str]) -> str:
-    """The caption of a table drawn from several results files: each one's date, commit and
-    turns."""
-    return "*" + "; ".join(
-        f"`{name}` {load(name)['date'][:10]} (commit {load(name)['purerl']['commit'][:7]}, "
-        f"{load(name)['repeats']} turns)" for name in names) + ".*"
-
-
-def peers_detail() -> str:
-    """Every peer's programs, a line per program and pair of sides (the command line's row is
-    the summary's), and the files' dates and commits below."""
-    names = list(dict.fromkeys([*PUREJAXRL, *(setting.results for setting in SUMMARY)]))
-    tables = [(load(name)["peer"], table) for name in names
-              for row, table in peer_tables(load(name)) if row != "cli"]
-    return detail(tables, ("compile", TO_RETURN, SPS, FINAL)) + "\n\n" + sources_line(names)
 
 
 def plans(name: str) -> str:
     """`peers.py --plans`: each plan's compile and training rate against PureJaxRL's (medians
-    over the turns, and the ratio's range over them)."""
+    over the turns, and the ratio's range over them), and when and on what they were measured."""
     result = load(name)
     (tables,) = result["tables"].values()
     rate, compile_s = line_of(tables[0], SPS), line_of(tables[0], "compile")
@@ -86,7 +58,14 @@ def plans(name: str) -> str:
         lines.append(f"| {side.removeprefix('purerl:')} | {compile_s[side]['median']:.1f} | "
                      f"{number(rate[side]['median'], 'steps/s')} | {rate['ratio']:.2f}"
                      + (f" ({min(spread):.2f}-{max(spread):.2f})" if spread else "") + " |")
-    return "\n".join(lines) + "\n\n" + caption(result, name)
+    versions = result["purerl"].get("versions", {})
+    load_end = result["machine"].get("load_average_at_end") or [0]
+    return "\n".join(lines) + (
+        f"\n\n*{result['date'][:10]}, purerl {versions.get('purerl') or ''} (commit "
+        f"{(result['purerl'].get('commit') or '?')[:7]}), jax {versions.get('jax')}, "
+        f"{result['machine']['cpus']} CPU cores (load {max(load_end):.1f} at the end), "
+        f"medians of {result['repeats']} turn{'s' if result['repeats'] > 1 else ''}; "
+        f"`benchmarks/results/{name}`.*")
 
 
 def profile(name: str) -> str:
@@ -106,55 +85,47 @@ def profile(name: str) -> str:
 
 
 class Setting(NamedTuple):
-    """A peer's home setting in the summary: its results file, row, seeds, envs (per seed),
-    and the peer's sides lean and as shipped (None: it has one side)."""
+    """A peer's home setting in the summary (envs per seed; `shipped` None: it has one side)."""
 
     label: str
-    results: str
     row: str
     seeds: int
     num_envs: int
+    results: str
     lean: str
     shipped: str | None
-    shipped_against: str = "purerl"  # the purerl side the peer as shipped is compared with
+    shipped_against: str = "purerl"  # purerl's side against the peer as shipped
 
 
-SUMMARY = [
-    Setting("rejax, CartPole, 1 seed (to 475)", "peers_rejax_devices.json", "cartpole", 1, 5,
-            "rejax-lean", "rejax"),
-    Setting("rejax, CartPole, 8 seeds, purerl's on the cores as devices (to 475)",
-            "peers_rejax_devices.json", "cartpole", 8, 5, "rejax-lean", "rejax"),
-    Setting("rejax, Breakout-MinAtar, 1e6 steps, 1 seed (to 10)", "peers_rejax_devices.json",
-            "breakout", 1, 32, "rejax-lean", "rejax"),
-    Setting("rejax, Breakout-MinAtar, 8 seeds as above (to 10)", "peers_rejax_devices.json",
-            "breakout", 8, 32, "rejax-lean", "rejax"),
-    Setting("Stoix `ff_ppo`, CartPole, 1,024 envs, its 256x256 relu (to 475)",
-            "peers_stoix_256.json", "cartpole", 1, 1024, "stoix-lean", "stoix"),
-    Setting("Stoix `ff_ppo`, CartPole, 1,024 envs, 64x64 tanh (to 475)", "peers_stoix.json",
-            "cartpole-64tanh", 1, 1024, "stoix-lean", "stoix"),
-    Setting("Stoix `ff_ppo`, CartPole, PureJaxRL's sizes (to 475)", "peers_stoix.json",
-            "cartpole-purejaxrl", 1, 4, "stoix-lean", "stoix"),
-    Setting("Brax PPO, `inverted_pendulum` (to 950; as shipped against purerl with Brax's "
-            "evaluations)", "peers_brax.json", "inverted_pendulum", 1, 2048, "brax-lean", "brax",
-            "purerl-eval"),
-    Setting("Brax PPO, `hopper` (to 1500, as above)", "peers_brax_hopper.json", "hopper", 1, 256,
-            "brax-lean", "brax", "purerl-eval"),
-    Setting("Stable-Baselines3, RL Zoo CartPole (to 475)", "peers_sb3.json", "cartpole-zoo", 1,
-            8, "sb3", "sb3-zoo"),
-    Setting("sbx, RL Zoo CartPole (to 475)", "peers_sbx.json", "cartpole-zoo", 1, 8, "sbx",
-            None),
-]
+REJAX = ("peers_rejax_devices.json", "rejax-lean", "rejax")  # one results file for its four
+STOIX, BRAX = ("stoix-lean", "stoix"), ("brax-lean", "brax", "purerl-eval")
+SUMMARY = [Setting(*fields) for fields in (
+    ("rejax, CartPole, 1 seed (to 475)", "cartpole", 1, 5, *REJAX),
+    ("rejax, CartPole, 8 seeds, purerl's on the cores as devices (to 475)", "cartpole", 8, 5,
+     *REJAX),
+    ("rejax, Breakout-MinAtar, 1e6 steps, 1 seed (to 10)", "breakout", 1, 32, *REJAX),
+    ("rejax, Breakout-MinAtar, 8 seeds as above (to 10)", "breakout", 8, 32, *REJAX),
+    ("Stoix `ff_ppo`, CartPole, 1,024 envs, its 256x256 relu (to 475)", "cartpole", 1, 1024,
+     "peers_stoix_256.json", *STOIX),
+    ("Stoix `ff_ppo`, CartPole, 1,024 envs, 64x64 tanh (to 475)", "cartpole-64tanh", 1, 1024,
+     "peers_stoix.json", *STOIX),
+    ("Stoix `ff_ppo`, CartPole, PureJaxRL's sizes (to 475)", "cartpole-purejaxrl", 1, 4,
+     "peers_stoix.json", *STOIX),
+    ("Brax PPO, `inverted_pendulum` (to 950; as shipped against purerl with Brax's evaluations)",
+     "inverted_pendulum", 1, 2048, "peers_brax.json", *BRAX),
+    ("Brax PPO, `hopper` (to 1500, as above)", "hopper", 1, 256, "peers_brax_hopper.json", *BRAX),
+    ("Stable-Baselines3, RL Zoo CartPole (to 475)", "cartpole-zoo", 1, 8, "peers_sb3.json", "sb3",
+     "sb3-zoo"),
+    ("sbx, RL Zoo CartPole (to 475)", "cartpole-zoo", 1, 8, "peers_sbx.json", "sbx", None))]
+PEER_FILES = list(dict.fromkeys([*PUREJAXRL, *(setting.results for setting in SUMMARY)]))
 
 
-def setting_line(setting: Setting, side: str, start: str,
-                 ours: str = "purerl") -> dict | None:
+def setting_line(setting: Setting, side: str, start: str, ours: str = "purerl") -> dict | None:
     """A measure's line of `side` against purerl's side `ours` at a summary's setting."""
-    for row, table in peer_tables(load(setting.results)):
-        if (row == setting.row and table["side"] == side
-                and f"{setting.seeds} seed" in table["program"]
-                and table.get("purerl_side", "purerl") == ours):
-            return line_of(table, start)
-    return None
+    return next((line_of(table, start) for row, table in peer_tables(load(setting.results))
+                 if row == setting.row and table["side"] == side
+                 and f"{setting.seeds} seed" in table["program"]
+                 and table.get("purerl_side", "purerl") == ours), None)
 
 
 def time_cell(setting: Setting, side: str, ours: str) -> str:
@@ -168,42 +139,45 @@ def time_cell(setting: Setting, side: str, ours: str) -> str:
     return f"_{setting_line(setting, side, PROCESS, ours)['ratio']:.2f}_"
 
 
-def summary_cells(setting: Setting) -> tuple[str, str]:
-    """The time and rate cells of a setting: against the peer lean, in brackets as shipped."""
+def summary_row(setting: Setting) -> str:
+    """A setting's row: time and rate cells against the peer lean and, in brackets, as shipped."""
     sides = [(setting.lean, "purerl")]
     sides += [(setting.shipped, setting.shipped_against)] if setting.shipped else []
     times = [time_cell(setting, side, ours) for side, ours in sides]
     rates = [f"{setting_line(setting, side, SPS, ours)['ratio']:.2f}x" for side, ours in sides]
-    return tuple(cells[0] + (f" ({cells[1]})" if len(cells) > 1 else "")
-                 for cells in (times, rates))
+    cells = (cells[0] + (f" ({cells[1]})" if len(cells) > 1 else "") for cells in (times, rates))
+    return f"| {setting.label} | " + " | ".join(cells) + " |"
 
 
 def summary() -> str:
-    """Each peer at its home setting: purerl / peer of the time to the return and of the
-    training rate, against the peer lean and (in brackets) as shipped."""
+    """Each peer at its home setting: purerl / peer of the time to the return and training rate."""
     tables = {(row, t["side"], t["purerl_side"]): t for name in PUREJAXRL
               for row, t in peer_tables(load(name))}
-
-    def ratio(row, side, ours, start):
-        return line_of(tables[(row, side, ours)], start)["ratio"]
-
-    times = [" / ".join(f"{ratio('cli', side, ours, COMMAND):.2f}"
+    times = [" / ".join(f"{line_of(tables['cli', side, ours], COMMAND)['ratio']:.2f}"
                         for ours in ("purerl", "purerl-warm"))
              for side in ("purejaxrl-lean", "purejaxrl")]
-    rates = "; ".join(f"{ratio(row, 'purejaxrl', 'purerl', SPS):.2f}x at {label}"
-                      for row, label in (("4envs", "4 envs"), ("1024envs", "1,024"),
-                                         ("16384envs", "16,384")))
+    rates = "; ".join(f"{line_of(tables[row, 'purejaxrl', 'purerl'], SPS)['ratio']:.2f}x at "
+                      f"{label}" for row, label in (("4envs", "4 envs"), ("1024envs", "1,024"),
+                                                    ("16384envs", "16,384")))
     rows = ["| peer, setting | time to the return, purerl / peer | training steps/s, purerl "
             "/ peer |", "| --- | ---: | ---: |",
             "| PureJaxRL `ppo.py`, CartPole, 4 envs (the whole command to 500, compile cache "
-            f"empty / warm) | {times[0]} ({times[1]}) | {rates} |"]
-    for setting in SUMMARY:
-        rows.append(f"| {setting.label} | " + " | ".join(summary_cells(setting)) + " |")
-    names = [*PUREJAXRL, *dict.fromkeys(setting.results for setting in SUMMARY)]
-    dates = sorted(load(name)["date"][:10] for name in names)
-    versions = sorted({load(name)["purerl"]["versions"].get("purerl") for name in names})
+            f"empty / warm) | {times[0]} ({times[1]}) | {rates} |", *map(summary_row, SUMMARY)]
+    dates = sorted(load(name)["date"][:10] for name in PEER_FILES)
+    versions = sorted({load(name)["purerl"]["versions"].get("purerl") for name in PEER_FILES})
     return "\n".join(rows) + (f"\n\n*Measured {dates[0]} to {dates[-1]}, purerl "
                               f"{', '.join(versions)}; `benchmarks/results/peers*.json`.*")
+
+
+def peers_detail() -> str:
+    """Every peer's programs, a line per program and pair of sides (the command line's row is
+    the summary's), and each results file's date, commit and turns below."""
+    tables = [(load(name)["peer"], table) for name in PEER_FILES
+              for row, table in peer_tables(load(name)) if row != "cli"]
+    sources = "; ".join(f"`{name}` {load(name)['date'][:10]} (commit "
+                        f"{load(name)['purerl']['commit'][:7]}, {load(name)['repeats']} turns)"
+                        for name in PEER_FILES)
+    return detail(tables, ("compile", TO_RETURN, SPS, FINAL)) + f"\n\n*{sources}.*"
 
 
 def learning() -> str:
@@ -250,9 +224,6 @@ ROWS = {
     "gpu-throughput": ("| num_envs | compile s | train steps/s | raw env steps/s |\n"
                        "| ---: | ---: | ---: | ---: |", "| {num_envs:,d} | {compile_s:.1f} | "
                        "{train_sps:,d} | {raw_env_sps:,d} |"),
-    "gpu-memory": ("| Breakout-MinAtar num_envs | CPU tricks forced | peak GiB |\n"
-                   "| ---: | --- | ---: |",
-                   "| {num_envs:d} | {cpu_tricks_forced} | {peak_gib:.2f} |"),
 }
 
 
@@ -261,10 +232,6 @@ def rows_table(name: str, rows: list[dict]) -> str:
     heading, template = ROWS[name]
     return "\n".join([heading, *(template.format(**row, pool=row.get("reset_pool") or "-")
                                   for row in rows)])
-
-
-def rows_of(*names: str) -> list[dict]:
-    return [row for name in names for row in load(name)["rows"]]
 
 
 def gpu() -> str:
@@ -276,57 +243,35 @@ def gpu() -> str:
         theirs, ours = ([run[side]["sps"] for run in runs] for side in ("purejaxrl", "purerl"))
         program = runs[0]["purerl"]
         seeds = f"{program['num_seeds']} seeds x " if program["num_seeds"] > 1 else ""
-        lines.append(f"| {seeds}{program['num_envs']:,} envs | "
-                     f"{' / '.join(number(v, 'steps/s') for v in theirs)} | "
-                     f"{' / '.join(number(v, 'steps/s') for v in ours)} | "
-                     f"{' / '.join(f'{b / a:.2f}' for a, b in zip(theirs, ours))} |")
+        rates = [" / ".join(number(v, "steps/s") for v in sps) for sps in (theirs, ours)]
+        ratios = " / ".join(f"{b / a:.2f}" for a, b in zip(theirs, ours))
+        lines.append(f"| {seeds}{program['num_envs']:,} envs | {' | '.join(rates)} | {ratios} |")
     return "\n".join(lines)
-
-
-TABLES = {
-    "summary": summary,
-    "peers-detail": peers_detail,
-    "learning": learning,
-    "recurrent": recurrent,
-    "throughput": lambda: rows_table("throughput", rows_of("throughput.json")),
-    "memory": lambda: rows_table("memory", rows_of("memory.json")),
-    "population": lambda: rows_table("population", rows_of("population.json")),
-    "scaling": lambda: rows_table("scaling", rows_of("scaling.json")),
-    "suites": lambda: rows_table("suites", rows_of("suites.json", "suites_reset_pool.json")),
-    "gpu": gpu,
-    "gpu-throughput": lambda: rows_table("gpu-throughput", rows_of("gpu/throughput.json")),
-    "gpu-memory": lambda: rows_table("gpu-memory", rows_of("gpu/memory.json")),
-    "iqm": lambda: iqm(),
-    "chaos": lambda: chaos(),
-}
 
 
 def chaos() -> str:
     """The faulted run against the same run never stopped."""
     result = load("chaos.json")
-    faults = {}
-    for fault in result["faults"]:
-        faults[fault["fault"]] = faults.get(fault["fault"], 0) + 1
-    cost = result["checkpoint_cost"]
+    faults = Counter(fault["fault"] for fault in result["faults"])
     return "\n".join([
         "| starts | faults | updates run again | wall s, faulted / uninterrupted | metrics and "
         "state bit-identical | checkpoints (each s) |", "| ---: | --- | ---: | ---: | --- | ---: |",
         f"| {result['starts']} | {', '.join(f'{n} {kind}' for kind, n in faults.items())} | "
         f"{result['updates_run_again']} | {result['faulted_s']} / {result['uninterrupted_s']} | "
-        f"{result['identical_metrics'] and result['identical_state']} | {cost['saves']} "
-        f"({cost['each_s']:.2f}) |"])
+        f"{result['identical_metrics'] and result['identical_state']} | "
+        f"{result['checkpoint_cost']['saves']} ({result['checkpoint_cost']['each_s']:.2f}) |"])
 
 
 def interval(stat: dict) -> str:
     return f"{stat['point']:.4g} [{stat['interval'][0]:.4g}, {stat['interval'][1]:.4g}]"
 
 
-def iqm_table(results: dict, normalized: dict | None) -> str:
+def iqm_table(presets: dict, normalized: dict | None) -> str:
     """The table of each preset's report, and a line of the normalized one."""
     lines = ["| preset | env | seeds | env steps | IQM [95% CI] | mean [95% CI] | "
              "optimality gap [95% CI] | wall s |",
              "| --- | --- | ---: | ---: | --- | --- | --- | ---: |"]
-    for preset, r in results.items():
+    for preset, r in presets.items():
         group = r["report"]["groups"][0]
         gap = (f"{interval(group['optimality_gap'])} (to {r['report']['optimality_target']:g})"
                if "optimality_gap" in group else "")
@@ -343,46 +288,42 @@ def iqm_table(results: dict, normalized: dict | None) -> str:
 
 def iqm() -> str:
     """The presets over 8 seeds (`learning.py --report`, which prints it too)."""
-    result = load("report_presets.json")
-    return iqm_table(result["presets"], result["normalized"])
+    return iqm_table(**load("report_presets.json"))
+
+
+TABLES = {"summary": summary, "peers-detail": peers_detail, "learning": learning,
+          "recurrent": recurrent, "gpu": gpu, "chaos": chaos, "iqm": iqm}
 
 
 def render(name: str) -> str:
-    """The table NAME: `plans:FILE` or `profile:FILE` of a `peers.py --plans` run,
-    or a key of TABLES."""
+    """The table NAME: a key of TABLES or ROWS, or `plans:FILE` or `profile:FILE`."""
     kind, _, file = name.rpartition(":")
-    return {"plans": plans, "profile": profile}[kind](file) if kind \
-        else TABLES[name]()
-
-
-def rendered(text: str) -> str:
-    """`text` with every marked table rendered anew."""
-    return MARKED.sub(lambda m: f"{m.group(1)}{render(m.group(2))}\n{m.group(4)}", text)
+    if kind:
+        return {"plans": plans, "profile": profile}[kind](file)
+    if name in ROWS:  # its results files: NAME.json but for these
+        files = {"suites": ["suites.json", "suites_reset_pool.json"],
+                 "gpu-throughput": ["gpu/throughput.json"]}.get(name, [f"{name}.json"])
+        return rows_table(name, [row for file in files for row in load(file)["rows"]])
+    return TABLES[name]()
 
 
 def stale() -> list[str]:
-    """The marked tables whose committed text differs from what the results render, as
-    `page: NAME`."""
-    found = []
-    for page in PAGES:
-        text = page.read_text()
-        for match in MARKED.finditer(text):
-            if match.group(3) != render(match.group(2)) + "\n":
-                found.append(f"{page.relative_to(REPO)}: {match.group(2)}")
-    return found
+    """The marked tables that differ from what the results render, as `page: NAME`."""
+    return [f"{page.relative_to(REPO)}: {match.group(2)}" for page in PAGES
+            for match in MARKED.finditer(page.read_text())
+            if match.group(3) != render(match.group(2)) + "\n"]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true")
-    args = parser.parse_args()
-    if args.check:
-        if found := stale():
-            sys.exit("tables.py: differ from the results: " + ", ".join(found)
-                     + "; run python benchmarks/tables.py")
-        return
-    for page in PAGES:
-        page.write_text(rendered(page.read_text()))
+    if not parser.parse_args().check:
+        for page in PAGES:
+            page.write_text(MARKED.sub(lambda m: f"{m.group(1)}{render(m.group(2))}\n{m.group(4)}",
+                                       page.read_text()))
+    elif found := stale():
+        sys.exit("tables.py: differ from the results: " + ", ".join(found)
+                 + "; run python benchmarks/tables.py")
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ from mkdocs.structure.files import File
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = "configuration-reference.md"
-PLOTS = ("learning.png", "throughput.png", "scaling.png", "peers_rates.png",
+PLOTS = ("learning.png", "scaling.png", "peers_rates.png",
          "peers_time_to_return.png")  # benchmarks/results/ -> assets/
 
 
