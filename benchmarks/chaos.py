@@ -111,13 +111,12 @@ def _inject(fault: str, command, run_dir: Path, rng: random.Random) -> dict:
         rest, stderr = proc.communicate()
         stdout, said = stdout + rest, stderr.strip()[-300:] if fault == "term" else ""
         entry["code"] = proc.returncode
-    entry["said"], entry["skipped_damaged"] = said, DAMAGED in stdout
     metrics = run_dir / "metrics.jsonl"
     last = metrics.read_text().splitlines()[-1:] if metrics.exists() else []
     updates = [json.loads(line)["update"] for line in last if line.strip().endswith("}")]
-    entry["checkpoint_after"] = after = Checkpoints(run_dir / CHECKPOINTS).latest()
-    entry["lost_updates"] = max(0, (updates[0] if updates else 0) - (after or 0))
-    return entry
+    after = Checkpoints(run_dir / CHECKPOINTS).latest()
+    return {**entry, "said": said, "skipped_damaged": DAMAGED in stdout, "checkpoint_after": after,
+            "lost_updates": max(0, (updates[0] if updates else 0) - (after or 0))}
 
 
 def _same_state(a: Path, b: Path) -> bool:

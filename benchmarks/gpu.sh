@@ -1,38 +1,18 @@
 #!/usr/bin/env bash
-# purerl's benchmarks on a lent GPU machine, prepared here and run there.
-#
-#   bash benchmarks/gpu.sh fetch [CHECKOUT]  # here, with PyPI: the wheels the GPU image lacks
-#                                            # (.whl/, .peer-whl/), PureJaxRL's purejaxrl/ from
-#                                            # CHECKOUT (default ../purejaxrl), lean, in .peer/
-#   bash benchmarks/gpu.sh run               # there (device tool, carry: .whl .peer-whl .peer)
-#   SIZES=tiny bash benchmarks/gpu.sh run    # the same stages at CPU sizes, to check it here
-#   STAGES="rejax brax" bash benchmarks/gpu.sh run   # only those stages, in run's order
-#   PACK=$OUT/gpu.tar.gz OUT=/tmp/gpu bash benchmarks/gpu.sh run   # results packed after each
-#                                            # stage (the profile's traces in gpu_traces.tar.gz)
-#
-# The GPU image (Python 3.12, jax 0.11 with CUDA) lacks gymnax, Hydra and tensorboardX; the
-# wheels pin purerl's libraries to the CPU suite's versions. PureJaxRL's gymnax 0.0.9 and distrax
-# install into a target of their own, first on the peers' path; it runs lean (`DEBUG: False`,
-# its wrappers.py's brax and navix imports left out). Stages, each under a time limit (together
-# more than one device call's 600 s): plans, profile (`peers.py --plans`, `--profile` at 65,536
-# envs), peers (4,096 and 65,536 envs, 16 seeds), rejax, brax (lean against purerl),
-# throughput, memory.
+# purerl's benchmarks on a lent GPU machine, prepared here and run there:
+#   bash benchmarks/gpu.sh fetch [CHECKOUT]   # here, with PyPI: wheels and PureJaxRL lean
+#   bash benchmarks/gpu.sh run                # there; SIZES=tiny, STAGES, OUT and PACK as
+#                                             # benchmarks/README.md's "On a GPU" says
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PLATFORMS=(--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64
            --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64
            --platform manylinux1_x86_64 --platform any)
-PURERL_WHEELS=(gymnax==1.0.1 hydra-core==1.3.8 omegaconf==2.3.1 tensorboardX==2.6.5 six==1.17.0
-               flax==0.12.8 optax==0.2.8 chex==0.1.92 orbax-checkpoint==0.12.8
-               gymnasium==1.4.0 farama-notifications==0.0.6
-               brax==0.14.2 mujoco==4.0.1 mujoco-core==4.0.1 mujoco-mjx==3.17.0 glfw==2.11.0
-               jaxopt==0.8.5 ml_collections==1.1.0 trimesh==5.2.0)
-SOURCE_ONLY=(antlr4-python3-runtime==4.9.3)  # published as a source archive only
-PEER_WHEELS=(gymnax==0.0.9 distrax==0.1.9 tfp-nightly==0.26.0.dev20261027 dm-tree==0.1.10
-             decorator==5.3.1 gast==0.7.0 gymnasium==1.4.0 farama-notifications==0.0.6
-             rejax==0.1.3)
 ALL_STAGES="plans profile peers rejax brax throughput memory"
+
+# wheels GROUP: the pins of gpu_wheels.txt's group (purerl, source, peer)
+wheels() { sed -n "s/^$1: *//p" benchmarks/gpu_wheels.txt | tr ' ' '\n'; }
 
 fetch() {
   local checkout=${1:-../purejaxrl}
@@ -45,9 +25,9 @@ fetch() {
   local pip=(python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12
              --implementation cp "${PLATFORMS[@]}")
   rm -rf .whl .peer-whl .peer
-  "${pip[@]}" -d .whl "${PURERL_WHEELS[@]}"
-  python3 -m pip wheel -q --no-deps -w .whl "${SOURCE_ONLY[@]}"
-  "${pip[@]}" -d .peer-whl "${PEER_WHEELS[@]}"
+  "${pip[@]}" -d .whl -r <(wheels purerl)
+  python3 -m pip wheel -q --no-deps -w .whl -r <(wheels source)  # published as source only
+  "${pip[@]}" -d .peer-whl -r <(wheels peer)
   mkdir -p .peer/purejaxrl
   cp "$checkout"/purejaxrl/{ppo.py,wrappers.py} .peer/purejaxrl/
   sed -i 's/"DEBUG": True/"DEBUG": False/' .peer/purejaxrl/ppo.py
@@ -90,19 +70,6 @@ archive() {
     || { echo "gpu.sh: packing $dest failed" >&2; rm -f "$tmp"; }
 }
 
-# driver_turns PEER SIDE PATH PROGRAM...: purerl, then the peer's SIDE with PATH as its
-# PYTHONPATH, on each program of benchmarks/peer_PEER.py.
-driver_turns() {
-  local peer=$1 side=$2 path=$3 i=0
-  shift 3
-  for program in "$@"; do
-    i=$((i + 1))
-    python3 "benchmarks/peer_$peer.py" purerl "$program" "$out/${peer}_purerl_${i}_1.json"
-    PYTHONPATH="$path" python3 "benchmarks/peer_$peer.py" "$side" "$program" \
-      "$out/${peer}_lean_${i}_1.json"
-  done
-}
-
 run() {
   set -f  # stage names, not file patterns
   stages=(${STAGES-$ALL_STAGES})
@@ -121,45 +88,32 @@ run() {
   # PureJaxRL's Python for peers.py: the peer wheels first on its path
   printf '#!/bin/sh\nPYTHONPATH=/tmp/peer-site:/tmp/site exec python3 "$@"\n' > /tmp/peer-python
   chmod +x /tmp/peer-python
-  local peers=(python3 benchmarks/peers.py --purejaxrl .peer --peer-python /tmp/peer-python)
+  # peers.py's runs: PureJaxRL and rejax under the peer wheels, Brax's sides all under purerl's
+  local purejaxrl=(python3 benchmarks/peers.py --purejaxrl .peer --peer-python /tmp/peer-python)
+  local rejax=(python3 benchmarks/peers.py --peer rejax --peer-python /tmp/peer-python)
+  local brax=(python3 benchmarks/peers.py --peer brax --peer-python "$(command -v python3)")
   if [ "${SIZES:-gpu}" = tiny ]; then
     local rows=(4envs 8seeds) profiled=(--rows 4envs --total-timesteps 20000)
     local plans=(--rows 1024envs --total-timesteps 500000)
-    local rejax=('{"setting": "breakout", "num_seeds": 2, "total_timesteps": 20000}')
-    local brax=(
-      '{"setting": "inverted_pendulum", "num_envs": 64, "batch_size": 64, "total_timesteps": 20480}'
-      '{"setting": "hopper", "num_envs": 32, "batch_size": 32, "total_timesteps": 10240}')
+    rejax+=(--rows breakout --total-timesteps 20000) brax+=(--rows hopper --total-timesteps 10240)
     local envs=(64 256) timesteps=500_000 memory_envs=(64) turns=1
   else
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$out/gpu.csv"
     local rows=(4096envs 65536envs 16seeds)
     local profiled=(--rows 65536envs --total-timesteps 25165824)  # 3 updates
     local plans=(--rows 65536envs --total-timesteps 50331648)  # 6 updates
-    local rejax=('{"setting": "breakout", "num_seeds": 8}' '{"setting": "breakout", "num_seeds": 64}')
-    local brax=(
-      '{"setting": "inverted_pendulum", "num_envs": 4096, "total_timesteps": 10000000}'
-      '{"setting": "inverted_pendulum", "num_envs": 65536, "batch_size": 2048,
-        "total_timesteps": 20000000}'
-      '{"setting": "hopper", "num_envs": 4096, "batch_size": 2048, "total_timesteps": 20000000}')
+    rejax+=(--rows breakout-gpu) brax+=(--rows gpu)
     local envs=(4096 65536) timesteps=50_000_000 memory_envs=(4096 16384) turns=2
   fi
-  { python3 -c "import jax, flax; print('jax', jax.__version__, jax.devices(), 'flax',
-                flax.__version__)"
-    PYTHONPATH="/tmp/peer-site:/tmp/site" python3 -c "from importlib.metadata import version
-print('peers:', *(f'{n} {version(n)}' for n in ('jax', 'flax', 'gymnax', 'distrax', 'rejax')))" \
-      || echo "peers: their versions could not be read"; } | tee "$out/versions.txt"
-  export -f driver_turns
-  export out
-  stage plans 150 "${peers[@]}" "${plans[@]}" --plans --repeats 1 --out "$out/plans.json"
-  stage profile 120 "${peers[@]}" "${profiled[@]}" --repeats 1 --profile "$out/trace" \
+  stage plans 150 "${purejaxrl[@]}" "${plans[@]}" --plans --repeats 1 --out "$out/plans.json"
+  stage profile 120 "${purejaxrl[@]}" "${profiled[@]}" --repeats 1 --profile "$out/trace" \
     --out "$out/profile.json"
-  stage peers 300 "${peers[@]}" --rows "${rows[@]}" --repeats "$turns" --out "$out/peers.json"
-  stage rejax 180 bash -c 'driver_turns rejax rejax-lean /tmp/peer-site:/tmp/site "$@"' \
-    rejax "${rejax[@]}"
-  stage brax 240 bash -c 'driver_turns brax brax-lean "$PYTHONPATH" "$@"' brax "${brax[@]}"
+  stage peers 300 "${purejaxrl[@]}" --rows "${rows[@]}" --repeats "$turns" --out "$out/peers.json"
+  stage rejax 180 "${rejax[@]}" --repeats 1 --out "$out/rejax.json"
+  stage brax 240 "${brax[@]}" --repeats 1 --out "$out/brax.json"
   stage throughput 120 python3 benchmarks/throughput.py --num-envs "${envs[@]}" \
     --timesteps "$timesteps" --repeats 2 --out "$out/throughput.json"
-  stage memory 60 python3 benchmarks/memory.py --num-envs "${memory_envs[@]}" \
+  stage memory 60 python3 benchmarks/throughput.py --memory --num-envs "${memory_envs[@]}" \
     --out "$out/memory.json"
 }
 

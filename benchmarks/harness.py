@@ -1,7 +1,6 @@
 """What the benchmarks share, in plain Python at import (a peer's driver runs it under the peer's
-venv, where purerl may not be installed): the one timer of compiled programs, the peer protocol,
-how a driver reads a learning curve to a time to a return, and how two sides' numbers become a
-table's line.
+venv, where purerl may not be installed): the peer protocol, the one timer of compiled programs,
+a learning curve read to a time to a return, and two sides' numbers made a table's line.
 
 A curve is the env steps (of one seed) at each point and the training return there (a mean over
 seeds). Time to a return is the wall time from the process's start until the curve first reaches
@@ -16,6 +15,7 @@ import math
 import os
 import platform
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -23,15 +23,14 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
+IMPORTED = time.time()  # a driver imports this first: its start, where peers.py gave none
 BENCHMARKS = Path(__file__).resolve().parent
 REPO = BENCHMARKS.parent
-PURERL_PACKAGES = ["purerl", "jax", "jaxlib", "flax", "optax", "chex", "gymnax", "hydra-core",
-                   "numpy"]
 THRESHOLDS = {"CartPole-v1": 475.0, "Breakout-MinAtar": 10.0, "brax/inverted_pendulum": 950.0,
               "brax/hopper": 1500.0}  # the return that counts as solved
 LAUNCHED_AT = "PEERS_LAUNCHED_AT"  # peers.py's wall clock at a driver's launch
 WARM_CACHE = "PEER_COMPILE_CACHE"  # the compile cache of a warm purerl side
-# jax.monitoring's durations of each compile: tracing and lowering, then XLA's compile (drivers
+# jax.monitoring's durations of a compile: tracing and lowering, then XLA's compile (drivers
 # whose peer compiles inside its own call read its compile time off them)
 LOWERING_EVENTS = ("/jax/core/compile/jaxpr_trace_duration",
                    "/jax/core/compile/jaxpr_to_mlir_module_duration")
@@ -42,8 +41,7 @@ HUNG_AFTER_S = 600
 
 
 class CompileClock:
-    """A `jax.monitoring` listener: `(event, seconds, wall clock at its end)` of each of JAX's
-    compile events."""
+    """A `jax.monitoring` listener: `(event, seconds, wall clock at its end)` of each compile."""
 
     def __init__(self):
         self.spans = []
@@ -57,12 +55,11 @@ class CompileClock:
 
 
 class Peer(NamedTuple):
-    """A peer as `peers.py` runs it: its driver (a file in benchmarks/, `DRIVER SIDE PROGRAM
-    OUT`), its sides, rows (name: programs), packages whose versions are recorded, how to get
-    it; purerl's sides and the purerl sides each peer side is compared with; `row_sides`: rows
-    whose sides differ, `(purerl sides, peer sides)`; `warm_sides` read a compile cache that an
-    untimed run fills first; `options`: which of peers.py's --plans and --profile the driver
-    honours; `accelerator_rows` run only when named."""
+    """A peer as `peers.py` runs it: its driver (`DRIVER SIDE PROGRAM OUT`), sides, rows (name:
+    programs), packages whose versions are recorded and how to get it. `compared_with`: the
+    purerl sides each peer side is compared with; `row_sides`: rows whose sides differ, `(purerl
+    sides, peer sides)`; `warm_sides` read a compile cache an untimed run fills first; `options`:
+    which of --plans and --profile the driver takes; `accelerator_rows` run only when named."""
 
     driver: str
     sides: tuple
@@ -102,10 +99,9 @@ def timed_run(command: list, cwd: Path, log: Path, env: dict | None = None,
                 print(f"{name} hung: killed after {hung_after_s:g} s"
                       + ("; running it again" if attempt == 1 else ""), flush=True)
                 continue
-            wall_s = time.perf_counter() - start
         if code:
             sys.exit(f"{name} exited {code}; the end of its output:\n{log.read_text()[-3000:]}")
-        return wall_s
+        return time.perf_counter() - start
     sys.exit(f"{name} hung twice; the end of its output:\n{log.read_text()[-3000:]}")
 
 
@@ -200,20 +196,7 @@ def purerl_side(config, make_train_kwargs: dict | None = None, launched: float =
                         profile=profile)
 
 
-def cpu_devices(num_seeds: int = 8) -> int:
-    """The CPU devices the command line splits `num_seeds` seeds over (`cpu_devices=0`)."""
-    from purerl.config import auto_cpu_devices
-
-    return auto_cpu_devices([num_seeds])
-
-
-def cut(programs: list, total_timesteps: int | None) -> list:
-    """Programs with their budget cut, for a check."""
-    return [dict(p, total_timesteps=total_timesteps) for p in programs] if total_timesteps \
-        else programs
-
-
-def launched_at(fallback: float) -> float:
+def launched_at(fallback: float = IMPORTED) -> float:
     """When this process was launched: peers.py's stamp, else `fallback`."""
     return float(os.environ.get(LAUNCHED_AT) or fallback)
 
@@ -222,22 +205,27 @@ def seconds_since(start: float) -> float:
     return round(time.time() - start, 3)
 
 
+def is_number(value) -> bool:
+    return value is not None and not math.isnan(value)
+
+
+def finite(values) -> list:
+    return [v for v in values if is_number(v)]
+
+
 def reach_index(returns, threshold: float) -> int | None:
     """The index of the curve's first point at or above `threshold`."""
-    return next((i for i, v in enumerate(returns)
-                 if v is not None and not math.isnan(v) and v >= threshold), None)
+    return next((i for i, v in enumerate(returns) if is_number(v) and v >= threshold), None)
 
 
 def first_reach(steps, returns, threshold: float) -> int | None:
-    index = reach_index(returns, threshold)
-    return None if index is None else int(steps[index])
+    return None if (index := reach_index(returns, threshold)) is None else int(steps[index])
 
 
 def time_to_return(steps, returns, threshold: float, *, before_train_s: float, train_s: float,
                    total_steps: int) -> float | None:
     """Seconds from the process's start to the curve's first reach, at a steady rate."""
-    reached = first_reach(steps, returns, threshold)
-    if reached is None:
+    if (reached := first_reach(steps, returns, threshold)) is None:
         return None
     return round(before_train_s + train_s * min(1.0, reached / total_steps), 3)
 
@@ -245,25 +233,35 @@ def time_to_return(steps, returns, threshold: float, *, before_train_s: float, t
 def clock_time_to_return(times, returns, threshold: float, launched: float) -> float | None:
     """The same from the wall clock taken at each point."""
     index = reach_index(returns, threshold)
-    taken = [t for t in times[:index + 1] if t is not None] if index is not None else []
+    taken = [] if index is None else [t for t in times[:index + 1] if t is not None]
     return round(taken[-1] - launched, 3) if taken else None
 
 
-def moving_mean(values, fraction: float = 0.05) -> list:
-    """A curve's trailing mean over a share of its points, NaNs left out (over the same share,
-    two runs of one budget span the same env steps)."""
-    window, means = max(1, math.ceil(fraction * len(values))), []
+def window(values, fraction: float = 0.05) -> int:
+    return max(1, math.ceil(fraction * len(values)))
+
+
+def moving_mean(values) -> list:
+    """A curve's trailing mean over a twentieth of its points, NaNs left out (over the same
+    share, two runs of one budget span the same env steps)."""
+    size, means = window(values), []
     for end in range(1, len(values) + 1):
-        kept = [v for v in values[max(0, end - window):end] if v is not None and not math.isnan(v)]
+        kept = finite(values[max(0, end - size):end])
         means.append(sum(kept) / len(kept) if kept else float("nan"))
     return means
+
+
+def tail_mean(values) -> float | None:
+    """The mean of the curve's last twentieth of points (at least one), NaNs left out."""
+    kept = finite(values[-window(values):])
+    return round(sum(kept) / len(kept), 1) if kept else None
 
 
 def reaching(steps, returns, threshold: float, *, launched: float, times=None,
              before_train_s: float | None = None, train_s: float | None = None,
              total_steps: int | None = None) -> dict:
-    """When the curve first reaches `threshold`, and when its moving mean over a twentieth of
-    the run does (a point of one or two episodes reaches early by chance)."""
+    """When the curve first reaches `threshold`, and when its moving mean does (a point of one
+    or two episodes reaches early by chance)."""
     def seconds(curve):
         if times is not None:
             return clock_time_to_return(times, curve, threshold, launched)
@@ -278,16 +276,9 @@ def reaching(steps, returns, threshold: float, *, launched: float, times=None,
             "time_to_return_from": "rate" if times is None else "clock"}
 
 
-def tail_mean(values, fraction: float = 0.05) -> float | None:
-    """The mean of the curve's last `fraction` of points (at least one), NaNs left out."""
-    kept = [v for v in values[-max(1, math.ceil(fraction * len(values))):]
-            if v is not None and not math.isnan(v)]
-    return round(sum(kept) / len(kept), 1) if kept else None
-
-
 def rounded(values) -> list:
     """Returns for JSON: to 0.01, None for NaN."""
-    return [None if v is None or math.isnan(v) else round(v, 2) for v in values]
+    return [round(v, 2) if is_number(v) else None for v in values]
 
 
 def peak_rss_mib() -> float:
@@ -310,7 +301,7 @@ def side_result(spec: dict, side: str, env: str, run: dict, *, kind: str, startu
             "curve": {"kind": kind, "steps": steps, "returns": rounded(returns)}}
 
 
-def driver_main(description: str, sides: tuple, measure, started: float) -> None:
+def driver_main(description: str, sides: tuple, measure, started: float = IMPORTED) -> None:
     """A driver's command line, `DRIVER SIDE PROGRAM OUT`: `measure(program, side, launched)`'s
     result, with the process's time so far, written to OUT."""
     parser = argparse.ArgumentParser(description=description)
@@ -326,10 +317,18 @@ def driver_main(description: str, sides: tuple, measure, started: float) -> None
           flush=True)
 
 
+def cpu_devices(num_seeds: int = 8) -> int:
+    """The CPU devices the command line splits `num_seeds` seeds over (`cpu_devices=0`)."""
+    from purerl.config import auto_cpu_devices
+
+    return auto_cpu_devices([num_seeds])
+
+
 def stats(values: list) -> dict | None:
-    values = [v for v in values if v is not None]
+    if not (values := [v for v in values if v is not None]):
+        return None
     return {"median": statistics.median(values), "min": min(values), "max": max(values),
-            "values": values} if values else None
+            "values": values}
 
 
 def comparison(what: str, unit: str, theirs: list, ours: list, ratio_of: str | None,
@@ -410,23 +409,24 @@ def detail(tables: list[tuple[str, dict]], measures: tuple) -> str:
     return "\n".join(lines)
 
 
-VERSIONS_SCRIPT = """
-import importlib.metadata, json, platform, sys
-def version(name):
-    try:
-        return importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:
-        return None
-print(json.dumps({"python": platform.python_version(), **{n: version(n) for n in sys.argv[1:]}}))"""
+VERSIONS_SCRIPT = ("import importlib.metadata as m, json, platform\n"
+                   "print(json.dumps({'python': platform.python_version(), **{d.metadata['Name']"
+                   ".lower().replace('_', '-'): d.version for d in m.distributions()}}))")
 
 
 def package_versions(python: str, packages: list[str]) -> dict:
-    return json.loads(subprocess.run([python, "-c", VERSIONS_SCRIPT, *packages],
-                                     capture_output=True, text=True, check=True).stdout)
+    """The Python's version and each package's (None: not installed)."""
+    found = json.loads(subprocess.run([python, "-c", VERSIONS_SCRIPT], capture_output=True,
+                                      text=True, check=True).stdout)
+    return {"python": found["python"], **{n: found.get(n.lower().replace("_", "-"))
+                                          for n in packages}}
 
 
 def git_state(path: Path) -> dict:
+    """The checkout's commit and whether tracked files changed (None, False: no git there)."""
     def git(*args):
+        if shutil.which("git") is None:  # a device machine's copy of the tree may lack git
+            return ""
         return subprocess.run(["git", "-C", str(path), *args], capture_output=True,
                               text=True).stdout.strip()
 

@@ -1,32 +1,18 @@
 """PureJaxRL (`ppo.py`, `ppo_rnn.py`) or purerl matching it, for `peers.py` (its default peer):
-`PYTHON peer_purejaxrl.py SIDE PROGRAM OUT`, the checkout's root in `$PEER_CHECKOUT`.
-
-A program is `{"num_envs", "total_timesteps", "num_seeds", "network"}` at `ppo.py`'s CartPole
-setting otherwise (128 steps, 4 epochs x 4 minibatches, lr 2.5e-4 annealed, entropy 0.01, value
-clipped; its per-update printing off): each side's whole-run program lowered, compiled and run
-once, timed apart, several seeds `jax.vmap(train)` over split keys on PureJaxRL's side (as its
-README does), `num_seeds` on purerl's. Network mlp: two 64x64 tanh towers on both sides; gru:
-`ppo_rnn.py`'s Dense(128) relu and GRU of 128 shared by policy and value, against purerl's
-`network=gru` so configured (its heads have a Dense(128) relu layer each, purerl's are linear;
-its GRU's input kernels lecun-normal, purerl's orthogonal). Keys peers.py adds: "plan" (purerl:
-`ExecutionPlan` fields over the plain plan's), "profile" (a folder: one more run traced there).
-The row `cli` times the
-commands whole: purerl's `python -m purerl.train +env=cartpole` into an empty compile cache and
-(purerl-warm) into a warm one, against `python ppo.py` as shipped and lean (`DEBUG` off)."""
+`PYTHON peer_purejaxrl.py SIDE PROGRAM OUT`, the checkout's root in `$PEER_CHECKOUT`
+(benchmarks/README.md: the programs, the sides and what differs). Keys peers.py adds to a
+program: "plan" (purerl: `ExecutionPlan` fields over the plain plan's), "profile" (a folder:
+one more run traced there)."""
 
 from __future__ import annotations
 
-import time
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
 
-STARTED = time.time()  # before the imports, which a user waits for too
-
-import json  # noqa: E402
-import os  # noqa: E402
-import sys  # noqa: E402
-import tempfile  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-import harness  # noqa: E402  (this file's folder is first on sys.path)
+import harness  # this file's folder is first on sys.path
 
 SEED, ENV = 0, "CartPole-v1"
 CONFIG = {"LR": 2.5e-4, "NUM_ENVS": 4, "NUM_STEPS": 128, "TOTAL_TIMESTEPS": 500_000,
@@ -170,4 +156,4 @@ def measure(spec: dict, side: str, launched: float) -> dict:
 
 if __name__ == "__main__":
     harness.driver_main(__doc__.splitlines()[0],
-                        ("purerl", "purerl-warm", "purejaxrl", "purejaxrl-lean"), measure, STARTED)
+                        ("purerl", "purerl-warm", "purejaxrl", "purejaxrl-lean"), measure)

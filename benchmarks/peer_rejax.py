@@ -1,30 +1,16 @@
-"""rejax's PPO (0.1.3) or purerl matching it, for `peers.py --peer rejax`: `PYTHON
-peer_rejax.py SIDE PROGRAM OUT`, rejax under its venv, where purerl is not installed.
-
-A program is `{"setting", "num_seeds"}` (`"total_timesteps"`, `"num_epochs"` override): cartpole is
-rejax's `configs/gymnax/cartpole.yaml` (5 envs x 100 steps, 5 x 5 minibatches, lr 7.5e-4, 1e5
-steps, an evaluation every 1,000), breakout its `benchmark/breakout_1m.yaml` (Breakout-MinAtar, 32
-envs x 32 steps, 4 x 4 minibatches, lr 2.57e-4, gamma 0.995, 1e6 steps, an evaluation every
-50,000); 64x64 tanh MLPs. Sides: rejax as shipped, seeds `jax.vmap(algo.train)`, its curve its
-evaluations (128 stochastic episodes, timed by a host callback); rejax-lean without evaluations,
-its curve each env's last finished episode after each iteration (gymnax's `LogWrapper`); purerl
-`make_train` at rejax-lean's budget, batch, lr (not annealed), GAE, clips, coefficients and
-network; purerl-warm the same from a warm compile cache. Different: rejax's kernels are
-lecun-normal (purerl's orthogonal), its optimizers one per network clipping each gradient
-element, eps 1e-8, its time limits episode ends (purerl bootstraps), its PRNG threefry."""
+"""rejax's PPO (0.1.3) as shipped or lean, or purerl matching it, for `peers.py --peer rejax`:
+`PYTHON peer_rejax.py SIDE PROGRAM OUT`, rejax under its venv, where purerl is not installed
+(benchmarks/README.md: the settings, the sides and what differs)."""
 
 from __future__ import annotations
 
+import json
+import os
 import time
 
-STARTED = time.time()  # before the imports, which a user waits for too
-
-import json  # noqa: E402
-import os  # noqa: E402
-
-import harness  # noqa: E402  (this file's folder is first on sys.path)
-import jax  # noqa: E402
-import numpy as np  # noqa: E402
+import harness  # this file's folder is first on sys.path
+import jax
+import numpy as np
 
 SEED = 0
 BOTH = {"agent_kwargs": {"activation": "tanh"}, "gae_lambda": 0.95, "clip_eps": 0.2,
@@ -46,13 +32,16 @@ CURVES = {  # each side's curve
 }
 PEERS = {"rejax": harness.Peer(
     "peer_rejax.py", ("rejax", "rejax-lean"),
-    {row: [{"setting": row, "num_seeds": n} for n in (1, 8)] for row in ("cartpole", "breakout")},
+    {"cartpole": [{"setting": "cartpole", "num_seeds": n} for n in (1, 8)],
+     **{row: [{"setting": "breakout", "num_seeds": n} for n in seeds]
+        for row, seeds in (("breakout", (1, 8)), ("breakout-gpu", (8, 64)))}},
     ["rejax", "jax", "jaxlib", "flax", "optax", "gymnax", "distrax", "numpy"],
     "python3.11 -m venv ../rejax-venv && ../rejax-venv/bin/pip install rejax==0.1.3 "
     "gymnax==0.0.9, then --peer-python ../rejax-venv/bin/python",
     # purerl as its command line runs it a second time (its compile cache warm), too
     purerl_sides=("purerl", "purerl-warm"), warm_sides=("purerl-warm",),
-    compared_with=dict.fromkeys(("rejax", "rejax-lean"), ("purerl", "purerl-warm")))}
+    compared_with=dict.fromkeys(("rejax", "rejax-lean"), ("purerl", "purerl-warm")),
+    row_sides={"breakout-gpu": (("purerl",), ("rejax-lean",))}, accelerator_rows=("breakout-gpu",))}
 
 
 def rejax_schedule(setting: dict, lean: bool) -> tuple[int, int, int]:
@@ -148,4 +137,4 @@ def measure(spec: dict, side: str, launched: float) -> dict:
 
 
 if __name__ == "__main__":
-    harness.driver_main(__doc__.splitlines()[0], tuple(CURVES), measure, STARTED)
+    harness.driver_main(__doc__.splitlines()[0], tuple(CURVES), measure)

@@ -1,27 +1,7 @@
-"""PPO on CartPole-v1 at the RL Zoo's tuned setting: Stable-Baselines3 (PyTorch), its RL Zoo, sbx
-(JAX) or purerl to match, for `peers.py --peer sb3` and `--peer sbx`; one run per process.
-
-    SB3_PYTHON benchmarks/peer_sb3.py sb3-zoo|sb3|sbx '{"setting": "cartpole-zoo"}' OUT
-    python benchmarks/peer_sb3.py purerl '{"setting": "cartpole-zoo"}' OUT
-
-SB3, rl_zoo3, sbx (measured at 2.9.2, 2.9.2, 0.28.0 with gymnasium 1.4.0, torch 2.13.0 CPU, jax
-0.10.2) run under their venv's Python, without purerl; nothing of theirs, nor jax, is imported at
-the top. The setting (`ZOO`; `"total_timesteps"` cuts its budget): 8 envs x 32 steps, batch 256,
-20 epochs, gamma 0.98, lambda 0.8, no entropy, lr 0.001 and clip 0.2 linear to 0, 1e5 steps;
-SB3's defaults otherwise (64x64 tanh MLPs, vf_coef 0.5, max_grad_norm 0.5, Adam eps 1e-5,
-advantages normalized per minibatch, no value clipping). The sides:
-- sb3-zoo: as shipped, `python -m rl_zoo3.train --algo ppo --env CartPole-v1` in this process
-  (its evaluation every 25,000 steps, console output and saving); curve from its Monitor files.
-- sb3: `stable_baselines3.PPO` on `make_vec_env` at its fastest: no evaluation, `verbose=0`, CPU,
-  one torch thread (the Zoo's `--num-threads 1`; a second only spins on busy cores).
-- sbx: the same through `sbx.PPO` (its own init, and an optimizer and grad clip per network).
-- purerl: `purerl.make_train` on gymnax's CartPole-v1, same settings, network, init and optimizer,
-  `vf_coef=1.0` (SB3's value loss lacks the 0.5), SB3's updates (391 x 256); compiled, then run.
-Different: gymnasium's env in Python against gymnax's (same dynamics, 500-step limit, truncation
-bootstrapped); SB3's schedules step after each rollout, purerl's at each update; the PRNG; SB3's
-sides have no separate compile (sbx jits in `learn`). Curves: `CURVES`; time to 475 by the wall
-clock at each rollout's end on SB3's sides, by the steady training rate on purerl's.
-"""
+"""PPO on CartPole-v1 at the RL Zoo's tuned setting: Stable-Baselines3 as shipped (the RL Zoo's
+command, `sb3-zoo`) and lean (`sb3`), sbx, or purerl matching them, for `peers.py --peer sb3` and
+`--peer sbx`: `PYTHON peer_sb3.py SIDE '{"setting": "cartpole-zoo"}' OUT`, SB3's sides under their
+venv without purerl (benchmarks/README.md: the setting, the sides and what differs)."""
 
 from __future__ import annotations
 
@@ -31,7 +11,6 @@ from pathlib import Path
 
 import harness  # this file's folder is first on sys.path
 
-STARTED = time.time()  # the sides import their packages later, in their functions
 SEED, ENV = 0, "CartPole-v1"
 # The RL Zoo's tuned PPO CartPole-v1 (DLR-RM/rl-baselines3-zoo hyperparams/ppo.yml).
 ZOO = {"n_envs": 8, "n_timesteps": 100_000, "n_steps": 32, "batch_size": 256,
@@ -177,4 +156,4 @@ def measure(spec: dict, side: str, launched: float) -> dict:
 
 
 if __name__ == "__main__":
-    harness.driver_main(__doc__.splitlines()[0], SIDES, measure, STARTED)
+    harness.driver_main(__doc__.splitlines()[0], SIDES, measure)

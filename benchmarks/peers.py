@@ -26,13 +26,11 @@ from harness import (
     BENCHMARKS,
     LAUNCHED_AT,
     MEASURES,
-    PURERL_PACKAGES,
     REPO,
     WARM_CACHE,
     Peer,
     comparison,
     cpu_devices,
-    cut,
     detail,
     git_state,
     machine,
@@ -43,6 +41,8 @@ from harness import (
 
 MODULES = {"purejaxrl": "peer_purejaxrl", "rejax": "peer_rejax", "stoix": "peer_stoix",
            "sb3": "peer_sb3", "sbx": "peer_sb3", "brax": "peer_brax"}
+PURERL_PACKAGES = ["purerl", "jax", "jaxlib", "flax", "optax", "chex", "gymnax", "hydra-core",
+                   "numpy"]
 # --plans: purerl's side on the plain plan, with each switch that lays it out as PureJaxRL's
 # program is, and with all of them
 PUREJAXRL_LAYOUT = ("permutation_per_epoch", "gather_per_epoch", "value_in_step",
@@ -153,20 +153,18 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--out", type=Path, help="default results/peers.json, "
                                                  "results/peers_<peer>.json")
     args = parser.parse_args()
-    peer = peer_of(args.peer)
-    known = list(peer.rows)
-    timed_programs = args.plans is not None or args.profile  # not whole commands: no `cli`
-    args.rows = args.rows or [row for row in known if row not in peer.accelerator_rows
-                              and not (timed_programs and row == "cli")]
-    if unknown := [row for row in args.rows if row not in known]:
-        parser.error(f"{args.peer} has no row {', '.join(unknown)}; its rows: {' '.join(known)}")
+    peer, timed_programs = peer_of(args.peer), args.plans is not None or args.profile
+    args.rows = args.rows or [row for row in peer.rows if row not in peer.accelerator_rows
+                              and not (timed_programs and row == "cli")]  # cli: whole commands
+    if unknown := [row for row in args.rows if row not in peer.rows]:
+        parser.error(f"{args.peer} has no row {', '.join(unknown)}; its rows: "
+                     + " ".join(peer.rows))
     if refused := [name for name in ("plans", "profile")
                    if getattr(args, name) not in (None, False) and name not in peer.options]:
         parser.error(f"--{' --'.join(refused)}: {args.peer}'s driver does not take it")
-    if args.plans == []:
-        args.plans = list(PLAN_VARIANTS)
     if timed_programs and "cli" in args.rows:
         parser.error("--plans and --profile time programs; the row cli runs whole commands")
+    args.plans = list(PLAN_VARIANTS) if args.plans == [] else args.plans
     if args.peer == "purejaxrl":
         args.peer_python = args.peer_python or sys.executable
         if args.purejaxrl is None or not (args.purejaxrl / "purejaxrl/ppo.py").is_file():
@@ -178,8 +176,8 @@ def arguments() -> argparse.Namespace:
     args.peer_python = os.path.abspath(args.peer_python)  # not resolved: a venv's is a link
     if not os.path.exists(args.peer_python):
         parser.error(f"--peer-python {args.peer_python}: no such file")
-    name = "peers.json" if args.peer == "purejaxrl" else f"peers_{args.peer}.json"
-    args.out = args.out or BENCHMARKS / "results" / name
+    args.out = args.out or BENCHMARKS / "results" / (
+        "peers.json" if args.peer == "purejaxrl" else f"peers_{args.peer}.json")
     return args
 
 
@@ -196,7 +194,8 @@ def main() -> None:
         args.peer: {**(git_state(args.purejaxrl) if args.purejaxrl else {}),
                     "python": args.peer_python,
                     "versions": package_versions(args.peer_python, peer.packages)},
-        "programs": {row: cut(peer.rows[row], args.total_timesteps) for row in args.rows},
+        "programs": {row: [dict(p, total_timesteps=args.total_timesteps) if args.total_timesteps
+                           else p for p in peer.rows[row]] for row in args.rows},
         "plans": {name: PLAN_VARIANTS[name] for name in args.plans or []},
         "rows": {}, "tables": {},
     }
