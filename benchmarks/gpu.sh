@@ -44,7 +44,7 @@ fetch() {
 # stage NAME SECONDS COMMAND...: one picked stage under its time limit, logged to $out/NAME.log;
 # a stage that fails or runs out of time is reported and the next one runs.
 stage() {
-  local name=$1 limit=$2 start=$SECONDS
+  local name=$1 limit=$(($2 * ${slower:-1})) start=$SECONDS  # a CPU's tiny run: twice as long
   shift 2
   [[ " ${stages[*]} " == *" $name "* ]] || return 0
   echo "== $name (limit ${limit}s): $*"
@@ -96,7 +96,7 @@ run() {
     local rows=(4envs 8seeds) profiled=(--rows 4envs --total-timesteps 20000)
     local plans=(--rows 1024envs --total-timesteps 500000)
     rejax+=(--rows breakout --total-timesteps 20000) brax+=(--rows hopper --total-timesteps 10240)
-    local envs=(64 256) timesteps=500_000 memory_envs=(64) turns=1
+    local envs=(64 256) timesteps=500_000 memory_envs=(64) turns=1 slower=2
   else
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$out/gpu.csv"
     local rows=(4096envs 65536envs 16seeds)

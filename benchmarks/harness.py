@@ -410,8 +410,11 @@ def detail(tables: list[tuple[str, dict]], measures: tuple) -> str:
 
 
 VERSIONS_SCRIPT = ("import importlib.metadata as m, json, platform\n"
-                   "print(json.dumps({'python': platform.python_version(), **{d.metadata['Name']"
-                   ".lower().replace('_', '-'): d.version for d in m.distributions()}}))")
+                   "found = {'python': platform.python_version()}\n"
+                   "for d in m.distributions():  # the first on the path: the one imported\n"
+                   "    found.setdefault((d.metadata['Name'] or '').lower().replace('_', '-'),"
+                   " d.version)\n"
+                   "print(json.dumps(found))")
 
 
 def package_versions(python: str, packages: list[str]) -> dict:

@@ -463,3 +463,16 @@ def test_plans_and_profile_leave_the_command_rows_out(monkeypatch, tmp_path, cap
     with pytest.raises(SystemExit):
         peers.arguments()
     assert "rejax's driver does not take it" in capsys.readouterr().err
+
+
+def test_package_versions_reads_the_distribution_first_on_the_path(monkeypatch, tmp_path):
+    """A peer's Python puts its own wheels before purerl's (gpu.sh's peer-python): the version
+    recorded is the one that Python imports."""
+    for folder, version in (("first", "0.0.9"), ("second", "1.0.1")):
+        info = tmp_path / folder / f"fake_peer_package-{version}.dist-info"
+        info.mkdir(parents=True)
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: fake_peer_package\n"
+                                       f"Version: {version}\n")
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path / 'first'}:{tmp_path / 'second'}")
+    versions = curves.package_versions(sys.executable, ["fake-peer-package", "not-installed"])
+    assert versions["fake-peer-package"] == "0.0.9" and versions["not-installed"] is None
