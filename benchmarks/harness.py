@@ -409,29 +409,29 @@ def detail(tables: list[tuple[str, dict]], measures: tuple) -> str:
     return "\n".join(lines)
 
 
-VERSIONS_SCRIPT = ("import importlib.metadata as m, json, platform\n"
-                   "found = {'python': platform.python_version()}\n"
-                   "for d in m.distributions():  # the first on the path: the one imported\n"
-                   "    found.setdefault((d.metadata['Name'] or '').lower().replace('_', '-'),"
-                   " d.version)\n"
-                   "print(json.dumps(found))")
+VERSIONS_SCRIPT = """
+import importlib.metadata, json, platform, sys
+def version(name):  # the distribution first on the path: the one the Python imports
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+print(json.dumps({"python": platform.python_version(), **{n: version(n) for n in sys.argv[1:]}}))"""
 
 
 def package_versions(python: str, packages: list[str]) -> dict:
     """The Python's version and each package's (None: not installed)."""
-    found = json.loads(subprocess.run([python, "-c", VERSIONS_SCRIPT], capture_output=True,
-                                      text=True, check=True).stdout)
-    return {"python": found["python"], **{n: found.get(n.lower().replace("_", "-"))
-                                          for n in packages}}
+    return json.loads(subprocess.run([python, "-c", VERSIONS_SCRIPT, *packages],
+                                     capture_output=True, text=True, check=True).stdout)
 
 
 def git_state(path: Path) -> dict:
     """The checkout's commit and whether tracked files changed (None, False: no git there)."""
+    has_git = shutil.which("git") is not None  # a device machine's copy of the tree may lack it
+
     def git(*args):
-        if shutil.which("git") is None:  # a device machine's copy of the tree may lack git
-            return ""
         return subprocess.run(["git", "-C", str(path), *args], capture_output=True,
-                              text=True).stdout.strip()
+                              text=True).stdout.strip() if has_git else ""
 
     return {"commit": git("rev-parse", "HEAD") or None,
             "tracked_files_changed": bool(git("status", "--porcelain", "--untracked-files=no"))}
