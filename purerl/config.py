@@ -54,6 +54,7 @@ SUITES = {
     "craftax": Suite("craftax", "craftax", "craftax"),
     "navix": Suite("navix", "navix", "navix"),
     "pgx": Suite("pgx", "pgx", "pgx"),
+    "jaxmarl": Suite("jaxmarl", "jaxmarl", "jaxmarl"),
 }
 
 
@@ -236,6 +237,13 @@ class SweepConfig:
 
 
 @dataclass
+class MarlConfig:
+    # many agents (env.name=jaxmarl/<id>): each agent's observation gains its one-hot agent id,
+    # so that one shared policy can act differently per agent
+    agent_id: bool = False
+
+
+@dataclass
 class PBTConfig:
     """Population-based training of the members inside the program: every `every` updates the
     worst `fraction` of them copy the params, optimizer state and hyperparameters of the best,
@@ -282,6 +290,7 @@ class Config:
         distributed: `DistributedConfig`, joining the processes of a multi-host run.
         sweep: `SweepConfig`, hyperparameter values trained at once.
         pbt: `PBTConfig`, population-based training of the members.
+        marl: `MarlConfig`, how a multi-agent env's agents are trained.
         algorithm: the algorithm: `name` (`pkg.module:make_fn`, None for PPO) and the
             settings of its own that `make_fn.settings` declares (`purerl.algos.algorithm`).
     """
@@ -303,6 +312,7 @@ class Config:
     distributed: DistributedConfig = field(default_factory=DistributedConfig)
     sweep: SweepConfig = field(default_factory=SweepConfig)
     pbt: PBTConfig = field(default_factory=PBTConfig)
+    marl: MarlConfig = field(default_factory=MarlConfig)
     # continue the run in this run directory from its newest checkpoint: false, true, or auto
     # (resume when it holds a checkpoint, else start)
     resume: Any = False

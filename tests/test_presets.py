@@ -34,7 +34,7 @@ def _compose(preset, *overrides):
 
 
 def test_every_offline_gymnax_id_has_its_preset():
-    gymnax_presets = set(presets()) - {"gymnax"} - set(suite_presets())
+    gymnax_presets = set(presets()) - {"gymnax", "jaxmarl"} - set(suite_presets())
     assert sorted(gymnax_presets) == sorted(preset_name(i) for i in OFFLINE_IDS)
 
 

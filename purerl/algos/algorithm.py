@@ -103,6 +103,9 @@ class Metrics(NamedTuple):
             `loss/approx_kl`, `loss/clip_frac`, then a user term's), `explained_variance`,
             `value_mean`, `opt_steps` and the update's hyperparameters (`learning_rate`,
             `ent_coef`, `clip_eps`, `vf_coef`, `gamma`, `gae_lambda`).
+        episode_outcome_sums: more per-episode statistics by name, summed over the episodes
+            completed in the update and written per episode, as `episode_return` is: a
+            multi-agent env's each agent's return (`return/<agent>`) and outcomes (`won`).
     """
 
     episode_return_sum: jax.Array  # over the episodes completed in this update
@@ -110,6 +113,7 @@ class Metrics(NamedTuple):
     episode_count: jax.Array
     nonfinite: jax.Array  # int32 bit mask, 0 when all is well; see learner.NONFINITE_QUANTITIES
     scalars: Dict[str, jax.Array]  # the algorithm's own, logged by name
+    episode_outcome_sums: Dict[str, jax.Array] = {}  # more per-episode sums (never mutated)
 
     @property
     def episode_return(self) -> jax.Array:

@@ -141,7 +141,8 @@ def _play(agent: Agent, env_params, num_episodes: int, max_steps: int, params,
     obs, env_state = agent.reset_envs(reset_keys, env_params)
     restarts = _draw_restarts(agent, env_params, reset_keys)
     zeros = jnp.zeros((num_episodes,), jnp.float32)
-    init = (jnp.int32(0), step_key, obs, env_state, agent.initial_memory(num_episodes),
+    init = (jnp.int32(0), step_key, obs, env_state,
+            agent.initial_memory(num_episodes * agent.num_agents),
             jnp.ones((num_episodes,), bool), zeros, zeros)
 
     def running(carry):
@@ -178,7 +179,8 @@ def _record(agent: Agent, env_params, max_steps: int, params, obs_stats: Running
         return (key, obs, env_state, memory), (unwrap_state(before), reward[0], done[0])
 
     _, (states, rewards, dones) = jax.lax.scan(
-        step, (step_key, obs, env_state, agent.initial_memory(1)), None, max_steps)
+        step, (step_key, obs, env_state, agent.initial_memory(agent.num_agents)), None,
+        max_steps)
     return Episode(jax.tree.map(lambda x: x[:, 0], states), rewards, dones)
 
 
@@ -192,20 +194,19 @@ def _draw_restarts(agent: Agent, env_params, reset_keys: jax.Array):
 def _act(agent: Agent, env_params, params, obs_stats, obs, env_state, memory: Optional[Memory],
          temperature, key: jax.Array, restarts):
     """One step of every env `[N]`: (next key, obs, env_state, memory, reward float32 [N],
-    done [N]); a recurrent policy's memory starts a new episode after `done`. The step's
-    randomness is one draw of `key`'s bits."""
+    done [N]), a multi-agent env's reward its team's; a recurrent policy's memory starts a new
+    episode after its agent's lane ends. The step's randomness is one draw of `key`'s bits."""
     policy = agent.policy
-    num = jax.tree.leaves(env_state)[0].shape[0]
+    num_envs = jax.tree.leaves(env_state)[0].shape[0]
     impl, words = jax.random.key_impl(key), jax.random.key_data(key).shape[-1]
-    next_key, noise, env_keys = draw_bits(key, (words,), policy.noise_shape((num,)),
-                                          (num, words))
+    next_key, noise, env_keys = draw_bits(
+        key, (words,), policy.noise_shape((num_envs * agent.num_agents,)), (num_envs, words))
     policy_out, _, carry = agent.policy_step(params, obs_stats, obs, memory)
     action = policy.sample(policy_out, policy.noise_from_bits(noise), temperature)
-    obs, env_state, reward, terminated, truncated, _ = agent.step_envs(
+    obs, env_state, reward, terminated, truncated, info = agent.step_envs(
         keys_from_bits(env_keys, impl), env_state, agent.spec.to_env(action), env_params,
         restarts)
-    done = terminated | truncated
     if memory is not None:
-        memory = Memory(carry, done)
+        memory = Memory(carry, terminated | truncated)
     return (keys_from_bits(next_key, impl), obs, env_state, memory,
-            reward.astype(jnp.float32), done)
+            agent.team_sum(reward.astype(jnp.float32)), info["episode_done"])

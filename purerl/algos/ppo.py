@@ -92,16 +92,18 @@ def make_ppo(
     ppo, env_config, impl = config.ppo, config.env, config.prng_impl
     num_envs = env_config.num_envs if num_envs is None else num_envs
     num_steps, pool = ppo.num_steps, env_config.reset_pool
-    agent = make_agent(config.env, config.network, env, env_params, network, plan)
+    agent = make_agent(config.env, config.network, env, env_params, network, plan,
+                       marl=config.marl)
     scheduled = make_schedules(config.schedules(), config.num_updates)
     if pool and agent.draw_resets is None:
         raise ConfigError(f"env.reset_pool={pool}: env.name={env_config.name!r} resets inside "
                           "its own step, so it cannot take pooled resets")
     early_stop = ppo.target_kl is not None or config.sweep.target_kl is not None
     objective = ppo_term(agent.policy, ppo.clip_value) if objective is None else objective
+    num_lanes = num_envs * agent.num_agents  # one per agent of each env
     learner = (make_learner if learner is None else learner)(
         agent, [objective, *loss_terms],
-        batch_size=num_envs if agent.recurrent else num_envs * num_steps,
+        batch_size=num_lanes if agent.recurrent else num_lanes * num_steps,
         num_epochs=ppo.num_epochs, num_minibatches=ppo.num_minibatches, prng_impl=impl,
         stop_rule=target_kl_stop() if early_stop else None, axis_name=axis_name,
         optimizer=optimizer)
@@ -158,9 +160,10 @@ def _make_init(agent: Agent, learner: Learner, env_params, num_envs: int, impl: 
         opt_state = learner.init_opt_state(params, hparams)
         obs, env_state = per_device(
             agent.reset_envs(keys_from_bits(env_keys, impl), env_params), axis_name)
-        normalizer = init_normalizer(agent.obs_shape, num_envs)
+        num_lanes = num_envs * agent.num_agents
+        normalizer = init_normalizer(agent.obs_shape, num_lanes)
         normalizer = normalizer._replace(returns=per_device(normalizer.returns, axis_name))
-        memory = per_device(agent.initial_memory(num_envs), axis_name)
+        memory = per_device(agent.initial_memory(num_lanes), axis_name)
         return RunnerState(params, opt_state, env_state, obs, normalizer, key, jnp.int32(0),
                            hparams, memory)
 
@@ -178,7 +181,7 @@ class _UpdateDraws:
         self.agent, self.pool, self.impl = agent, pool, impl
         self.resets_ahead = not pool and draws_resets_ahead(agent, num_steps, num_envs)
         self.shapes = {
-            "noise": agent.policy.noise_shape((num_steps, num_envs)),
+            "noise": agent.policy.noise_shape((num_steps, num_envs * agent.num_agents)),
             "env_key": (words,),
             **({"reset_keys": (num_steps, num_envs, words)} if self.resets_ahead else {}),
             **({"pool_keys": (num_steps, pool, words), "pool_choice": (num_steps, num_envs)}
@@ -237,4 +240,4 @@ def _metrics(values, returns, episodes, learned, hp: HyperParams, nonfinite,
     }
     return Metrics(episode_return_sum=episodes.episode_return,
                    episode_length_sum=episodes.episode_length, episode_count=episodes.count,
-                   nonfinite=nonfinite, scalars=scalars)
+                   nonfinite=nonfinite, scalars=scalars, episode_outcome_sums=episodes.outcomes)

@@ -7,8 +7,9 @@ what it returns is a time-major `Transition` with plain named fields.
 
 from __future__ import annotations
 
+import functools
 import math
-from typing import Any, NamedTuple, Optional
+from typing import Any, Dict, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
@@ -21,7 +22,8 @@ MAX_VALUE_PASS_SAMPLES = 1 << 15
 
 
 class Transition(NamedTuple):
-    """One rollout, time-major: every field is `[T, B, ...]`."""
+    """One rollout, time-major: every field is `[T, B, ...]` (a multi-agent env's `[T, B * A,
+    ...]`, one lane per agent: `purerl.nets.multi_agent`)."""
 
     obs: jax.Array  # `[T, B, *obs_shape]`, as the env returned it (before normalization)
     next_obs: jax.Array  # the true next observation: pre-reset on an episode's last step
@@ -37,9 +39,11 @@ class Transition(NamedTuple):
 class EpisodeSums(NamedTuple):
     """Sums over the episodes that ended in a rollout: `[B]` per env, or over envs `[]`."""
 
-    episode_return: jax.Array  # float32
+    episode_return: jax.Array  # float32; a multi-agent env's team return, over its agents
     episode_length: jax.Array  # int32
     count: jax.Array  # int32
+    # float32, by `Agent.outcome_names` (a multi-agent env's `return/<agent>`, `won`); {} else
+    outcomes: Dict[str, jax.Array]
 
 
 class RolloutNoise(NamedTuple):
@@ -111,7 +115,8 @@ def rollout(agent: Agent, params, env_state, obs: jax.Array, obs_stats, env_para
             last step, the memory after it, and the sums of the episodes that ended `[B]`.
     """
     policy = agent.policy
-    num_steps, num_envs = noise.action_noise.shape[:2]
+    num_steps, num_lanes = noise.action_noise.shape[:2]
+    num_envs = num_lanes // agent.num_agents
     env_keys = jax.random.split(noise.env_key, (num_steps, num_envs))
     resets, unpack_resets = None, None
     if noise.reset_keys is not None:  # packed like the carry: fewer arrays to slice per step
@@ -123,8 +128,21 @@ def rollout(agent: Agent, params, env_state, obs: jax.Array, obs_stats, env_para
     # The carry as one [B, n] array per dtype: XLA:CPU copies every carried leaf each step. The
     # completed episodes' sums are carried too, rather than three more outputs per step.
     no_episodes = EpisodeSums(jnp.zeros(num_envs), jnp.zeros(num_envs, jnp.int32),
-                              jnp.zeros(num_envs, jnp.int32))
-    pack, unpack = batch_packer((env_state, obs, no_episodes, memory))
+                              jnp.zeros(num_envs, jnp.int32),
+                              {name: jnp.zeros(num_envs) for name in agent.outcome_names})
+    # The lanes' leaves [B * A, ...] as [B, A, ...] in the carry, whose leaves share the axis B.
+    by_env = functools.partial(jax.tree.map, lambda x: x.reshape(num_envs, -1, *x.shape[1:]))
+    by_lane = functools.partial(jax.tree.map, lambda x: x.reshape(num_lanes, *x.shape[2:]))
+    pack_envs, unpack_envs = batch_packer((env_state, by_env(obs), no_episodes, by_env(memory)))
+
+    def pack(carry):
+        env_state, obs, sums, memory = carry
+        return pack_envs((env_state, by_env(obs), sums, by_env(memory)))
+
+    def unpack(packed):
+        env_state, obs, sums, memory = unpack_envs(packed)
+        return env_state, by_lane(obs), sums, by_lane(memory)
+
     step_params = agent.network.step_variables(params)  # sliced here, not at every step
 
     def step(carry, inputs):
@@ -148,15 +166,17 @@ def rollout(agent: Agent, params, env_state, obs: jax.Array, obs_stats, env_para
                 None if cell_carry is None else cell_carry[None])[0])
         # The wrapper's episode return and length are zero on steps that end no episode.
         sums = EpisodeSums(sums.episode_return + info["episode_return"],
-                           sums.episode_length + info["episode_length"], sums.count + done)
+                           sums.episode_length + info["episode_length"], sums.count + done,
+                           {name: total + info["outcomes"][name]
+                            for name, total in sums.outcomes.items()})
         # Fewer outputs for each step to write: the observation and the true next one as one
         # `[2, B, ...]`, the two end flags as the bits of one uint8.
         outputs = (jnp.stack([obs, info["final_observation"]]), action,
                    policy.log_prob(policy_out, action), value, reward.astype(jnp.float32),
                    terminated.astype(jnp.uint8) | truncated.astype(jnp.uint8) << 1, cell_carry,
                    next_value)
-        if memory is not None:
-            memory = Memory(cell_carry, done)  # reset where `first`, at the next step
+        if memory is not None:  # reset where `first`, at the next step; per agent's lane
+            memory = Memory(cell_carry, terminated | truncated)
         return pack((env_state, next_obs, sums, memory)), outputs
 
     carry, outputs = jax.lax.scan(step, pack((env_state, obs, no_episodes, memory)),

@@ -326,7 +326,7 @@ def preflight(argv: List[str]) -> None:
     from purerl.runs.runner import load_events
 
     for config in configs:  # the env's spaces, the network against its observations
-        make_agent(config.env, config.network, *make_env(config.env))
+        make_agent(config.env, config.network, *make_env(config.env), marl=config.marl)
         for name in config.ppo.loss_terms:
             load_callable("ppo.loss_terms", name)
         check_algorithm_settings(config, make_ppo if config.algorithm_name is None

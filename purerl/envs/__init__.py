@@ -135,7 +135,9 @@ def make_env(config: EnvConfig):
             of its params or has a value that does not fit the field.
     """
     env, env_params = _make(config.name, config)
-    return env, _override_params(config.name, env_params, dict(config.params))
+    made_with = getattr(env, "constructor_params", ())  # keywords the suite made the env with
+    overrides = {key: value for key, value in config.params.items() if key not in made_with}
+    return env, _override_params(config.name, env_params, overrides)
 
 
 def _override_params(name: str, env_params, overrides: dict):

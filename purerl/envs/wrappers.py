@@ -100,7 +100,7 @@ class AutoReset:
 @struct.dataclass
 class EpisodeStatsState:
     env_state: Any
-    episode_return: jax.Array  # [] float32, return of the running episode so far
+    episode_return: jax.Array  # float32 [] ([A]: a multi-agent env's), the running episode's
     episode_length: jax.Array  # [] int32
 
 
@@ -128,7 +128,9 @@ class EpisodeStats:
             `(obs, EpisodeStatsState)`.
         """
         obs, env_state = self.env.reset(key, params)
-        return obs, EpisodeStatsState(env_state, jnp.float32(0.0), jnp.int32(0))
+        # a multi-agent env's rewards are `[A]`, one per agent (`reward_shape`)
+        no_return = jnp.zeros(getattr(self.env, "reward_shape", ()), jnp.float32)
+        return obs, EpisodeStatsState(env_state, no_return, jnp.int32(0))
 
     def step(self, key, state: EpisodeStatsState, action, params, reset=None):
         """One step of the inner env, its episode's totals updated (reset to zero where it ended).

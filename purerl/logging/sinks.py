@@ -74,13 +74,16 @@ def metrics_rows(metrics: Metrics, first_update: int, batch_size: int) -> List[D
 
     Returns:
       `K` dicts with `update`, `env_steps`, `episode_return`, `episode_length`, their `S`
-        values per seed, and the algorithm's scalars (means over seeds, `scalar_order`), each a
-        `json_number`.
+        values per seed, the episodes' other statistics pooled as `episode_return` is
+        (`Metrics.episode_outcome_sums`: `return/<agent>`, `won`), and the algorithm's scalars
+        (means over seeds, `scalar_order`), each a `json_number`.
     """
     count = metrics.episode_count.sum(axis=0)
     returns = metrics.episode_return_sum.sum(axis=0) / np.maximum(count, 1)
     lengths = metrics.episode_length_sum.sum(axis=0) / np.maximum(count, 1)
     means = {key: metrics.scalars[key].mean(axis=0) for key in scalar_order(metrics.scalars)}
+    outcomes = {key: total.sum(axis=0) / np.maximum(count, 1)
+                for key, total in metrics.episode_outcome_sums.items()}
     member_returns = member_means(metrics.episode_return_sum, metrics.episode_count)
     member_lengths = member_means(metrics.episode_length_sum, metrics.episode_count)
     rows = []
@@ -94,6 +97,8 @@ def metrics_rows(metrics: Metrics, first_update: int, batch_size: int) -> List[D
             "episode_return_per_member": member_returns[i],
             "episode_length_per_member": member_lengths[i],
         }
+        row.update({key: json_number(float(value[i])) if count[i] else None
+                    for key, value in outcomes.items()})
         row.update({key: json_number(float(value[i])) for key, value in means.items()})
         rows.append(row)
     return rows

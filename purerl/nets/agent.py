@@ -16,12 +16,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from purerl.config import EnvConfig, NetworkConfig
+from purerl.config import EnvConfig, MarlConfig, NetworkConfig
 from purerl.envs import check_env, takes_drawn_resets, wrap_env
 from purerl.envs.action_spaces import ActionSpec
 from purerl.envs.normalization import network_input
 from purerl.envs.suites.base import action_mask_from_obs
 from purerl.nets.distributions import ActionDistribution
+from purerl.nets.multi_agent import agent_lanes, agent_names, outcome_names
 from purerl.nets.networks import RecurrentActorCriticNetwork, UserNetwork, make_network
 from purerl.plan import ExecutionPlan, execution_plan
 
@@ -52,6 +53,21 @@ class Agent(NamedTuple):
     # > 0: the env appends its action mask to its observations (`purerl.envs.suites.base`);
     # the policy gives illegal actions no probability
     action_mask_size: int = 0
+    # A multi-agent env's agents (`purerl.nets.multi_agent`): `reset_envs` and `step_envs`
+    # take and give its `A` agents as lanes `[B * A]` (obs, action, reward, end flags), the
+    # episode statistics per env `[B]`; `()` for a single-agent env (A = 1)
+    agent_names: Tuple[str, ...] = ()
+    outcome_names: Tuple[str, ...] = ()  # the episodes' statistics besides return and length
+
+    @property
+    def num_agents(self) -> int:
+        """The agents `A` of each env: 1 for a single-agent env."""
+        return max(len(self.agent_names), 1)
+
+    def team_sum(self, x: jax.Array) -> jax.Array:
+        """Per-lane values `[B * A]` summed over each env's agents: `[B]` (`x` itself for a
+        single-agent env)."""
+        return x.reshape(-1, self.num_agents).sum(axis=1) if self.agent_names else x
 
     @property
     def recurrent(self) -> bool:
@@ -139,7 +155,8 @@ class Agent(NamedTuple):
 
 def make_agent(env_config: EnvConfig, network_config: NetworkConfig, env, env_params,
                network: Optional[UserNetwork] = None,
-               plan: Optional[ExecutionPlan] = None) -> Agent:
+               plan: Optional[ExecutionPlan] = None,
+               marl: Optional[MarlConfig] = None) -> Agent:
     """The agent of `env`: checks its spaces and builds the shared pieces (raises ConfigError).
 
     Args:
@@ -151,17 +168,28 @@ def make_agent(env_config: EnvConfig, network_config: NetworkConfig, env, env_pa
             `network.factory` names one); default: what `network_config` describes.
         plan: the execution plan of the programs the agent is part of (default: the default
             backend's, `purerl.plan.execution_plan`).
+        marl: the `marl` settings, for a multi-agent env (default: `MarlConfig()`).
 
     Returns:
-        The `Agent`; its `reset_envs` and `step_envs` vmapped over envs `[B]`.
+        The `Agent`; its `reset_envs` and `step_envs` vmapped over envs `[B]` (a multi-agent
+            env's over its agents' lanes `[B * A]`, `purerl.nets.multi_agent`).
 
     Raises:
         ConfigError: the env's spaces do not fit the trainer, or the network does not fit.
     """
     spec = check_env(env, env_params, env_config.name)
     plan = execution_plan() if plan is None else plan
+    marl = MarlConfig() if marl is None else marl
     wrapped = wrap_env(env, env_config, env_params)
     obs_space = wrapped.observation_space(env_params)
+    names, mask_size = agent_names(env), getattr(env, "action_mask_size", 0)
+    obs_shape = tuple(obs_space.shape)
+    reset_envs = jax.vmap(wrapped.reset, in_axes=(0, None))
+    step_envs = jax.vmap(wrapped.step, in_axes=(0, 0, 0, None, 0))
+    if names:  # each agent a lane: its own observation [*obs_shape]
+        obs_shape = obs_shape[1:-1] + (obs_shape[-1] + len(names) * marl.agent_id,)
+        reset_envs, step_envs = agent_lanes(reset_envs, step_envs, len(names),
+                                            outcome_names(env), marl.agent_id, mask_size)
     bounds = None  # of what the network reads: a quantizing torso scales by them
     if network_config.vocab_size:
         clip = env_config.clip_obs
@@ -169,9 +197,7 @@ def make_agent(env_config: EnvConfig, network_config: NetworkConfig, env, env_pa
     draw_resets = None
     if takes_drawn_resets(env):
         draw_resets = jax.vmap(env.reset_env, in_axes=(0, None))
-    return Agent(spec, tuple(obs_space.shape), ActionDistribution(spec),
-                 make_network(network_config, spec, obs_space.shape, bounds, network, plan),
-                 functools.partial(network_input, env_config),
-                 jax.vmap(wrapped.reset, in_axes=(0, None)),
-                 jax.vmap(wrapped.step, in_axes=(0, 0, 0, None, 0)),
-                 draw_resets, plan, getattr(env, "action_mask_size", 0))
+    return Agent(spec, obs_shape, ActionDistribution(spec),
+                 make_network(network_config, spec, obs_shape, bounds, network, plan),
+                 functools.partial(network_input, env_config), reset_envs, step_envs,
+                 draw_resets, plan, mask_size, names, outcome_names(env) if names else ())

@@ -163,8 +163,8 @@ def make_program(config: Config, chunk: Optional[int] = None, *,
                                     is_leaf=lambda x: isinstance(x, P)),
         plan=plan,
         hyperparams=hyperparams,
-        agent=(make_agent(config.env, config.network, env, env_params, network, plan)
-               if algo.agent is None else algo.agent),
+        agent=(make_agent(config.env, config.network, env, env_params, network, plan,
+                          marl=config.marl) if algo.agent is None else algo.agent),
         given=(algorithm, network, *loss_terms, optimizer, plan),
     )
 

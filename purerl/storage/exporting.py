@@ -11,9 +11,11 @@ action choice, the params as constants) at a symbolic batch size `B`:
   with the noise of that key, as `TrainedPolicy.act(obs, key=key)` samples it.
 
 Observations are those `TrainedPolicy.env` returns (an env's action mask, when it has one, is
-their last entries, as purerl's suites append it). `stablehlo` is a `jax.export.Exported`,
-serialized: `jax.export.deserialize(data).call(...)` runs it with jax and numpy alone.
-`onnx` goes through jax2onnx (the `export` extra) for onnxruntime and others.
+their last entries, as purerl's suites append it); a multi-agent env's policy acts for one
+agent, its `obs` `[B, *agent_obs_shape]` one agent's (its one-hot id appended with
+`marl.agent_id`, before the mask), the shared policy run once per agent. `stablehlo` is a
+`jax.export.Exported`, serialized: `jax.export.deserialize(data).call(...)` runs it with jax
+and numpy alone. `onnx` goes through jax2onnx (the `export` extra) for onnxruntime and others.
 """
 
 from __future__ import annotations
@@ -180,9 +182,10 @@ def _onnx(function: Callable, specs, signature: Signature) -> bytes:
 
 
 def _obs_type(policy) -> jax.ShapeDtypeStruct:
-    """The type of one observation as `policy.env` returns it."""
+    """The type of one observation as `policy.env` returns it; a multi-agent env's, one
+    agent's (the shared policy acts for each agent's lane, `purerl.nets.multi_agent`)."""
     obs, _ = jax.eval_shape(policy.env.reset, jax.random.key(0), policy.env_params)
-    return obs
+    return jax.ShapeDtypeStruct(policy.obs_shape, obs.dtype) if policy.agent_names else obs
 
 
 def _dtype(value) -> str:

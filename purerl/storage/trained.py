@@ -26,6 +26,7 @@ from purerl.config import Config, ConfigError
 from purerl.envs import make_env, wrap_env
 from purerl.logging.history import RunHistory
 from purerl.nets.agent import Memory, make_agent
+from purerl.nets.multi_agent import with_agent_ids
 from purerl.reports.sweep import is_sweep
 from purerl.storage.restoring import restore_run
 from purerl.validation import validate
@@ -68,13 +69,19 @@ class TrainedPolicy:
 
     def __post_init__(self):
         self._agent = self.agent if self.agent is not None else make_agent(
-            self.config.env, self.config.network, self.base_env, self.env_params, self.network)
+            self.config.env, self.config.network, self.base_env, self.env_params, self.network,
+            marl=self.config.marl)
         self._act = jax.jit(self.apply)
 
     @property
     def obs_shape(self) -> Tuple[int, ...]:
         """The shape of one observation `act` takes."""
         return self._agent.obs_shape
+
+    @property
+    def agent_names(self) -> Tuple[str, ...]:
+        """A multi-agent env's agents (`act` takes and gives dicts by these names); `()`."""
+        return self._agent.agent_names
 
     @property
     def recurrent(self) -> bool:
@@ -146,11 +153,14 @@ class TrainedPolicy:
         Returns:
             The tuple `(action, carry)`: the env's action, `[*action_shape]` or
                 `[B, *action_shape]`, and the carry after it (None for a feed-forward
-                policy).
+                policy). For a multi-agent env, `obs` is a dict of each agent's observation
+                by name and the action a dict of each agent's, the carry every agent's.
 
         Raises:
             ValueError: `obs` has neither shape, or `temperature` > 0 without `key`.
         """
+        if isinstance(obs, dict):  # a multi-agent env's agents
+            return self._act_agents(obs, carry, key, temperature)
         obs = jnp.asarray(obs)
         single = obs.shape == self.obs_shape
         if not single and obs.shape[1:] != self.obs_shape:
@@ -169,6 +179,30 @@ class TrainedPolicy:
         if single:
             action, carry = jax.tree.map(lambda x: x[0], (action, carry))
         return action, carry
+
+    def _act_agents(self, obs: Dict[str, Any], carry, key, temperature: float):
+        """`act` for a multi-agent env: each agent's observation `[*agent_shape]` or
+        `[B, *agent_shape]` by name (row `i` of `env`'s `[A, *agent_shape]`) -> each agent's
+        action by name, and the carry of the agents' lanes, `[A, carry_size]` or
+        `[B * A, carry_size]` (`purerl.nets.multi_agent`)."""
+        names, agent = self._agent.agent_names, self._agent
+        if sorted(obs) != sorted(names):
+            raise ValueError(f"act: observations of agents {sorted(obs)}; this policy's "
+                             f"agents are {list(names)}")
+        agent_shape = tuple(self.env.observation_space(self.env_params).shape[1:])
+        arrays = [jnp.asarray(obs[name], jnp.float32) for name in names]
+        single = arrays[0].shape == agent_shape
+        if any(a.shape[0 if single else 1:] != agent_shape for a in arrays):
+            raise ValueError(f"act: agents' observations of shapes {[a.shape for a in arrays]};"
+                             f" this policy takes {agent_shape} or a batch [B, *{agent_shape}]")
+        stacked = jnp.stack([a[None] if single else a for a in arrays], axis=1)  # [B, A, ...]
+        if self.config.marl.agent_id:
+            stacked = with_agent_ids(stacked, agent.action_mask_size)
+        action, carry = self.act(stacked.reshape(-1, *stacked.shape[2:]), carry, key,
+                                 temperature)
+        action = action.reshape(stacked.shape[0], len(names), *action.shape[1:])
+        return {name: action[0, i] if single else action[:, i]
+                for i, name in enumerate(names)}, carry
 
     def evaluate(self, episodes: int = 16, temperatures: Optional[Sequence[float]] = None,
                  max_steps: Optional[int] = None, seed: int = 0) -> Dict[str, Dict[str, float]]:

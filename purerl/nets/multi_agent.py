@@ -1,0 +1,121 @@
+"""Many agents in one env: the agent axis folded into the batch the trainer acts and learns on.
+
+A multi-agent env (one with `agent_names`, `purerl.envs.suites.jaxmarl`) steps `B` envs of `A`
+agents each: its observations are `[B, A, ...]`, its rewards `[B, A]`, its action `[B, A]`.
+The trainer sees `L = B * A` lanes, env-major (env `b`'s agent `a` is lane `b * A + a`), each
+with the observations, reward, end flags and memory of one agent: one policy acts for every
+agent (parameter sharing), GAE and the learner run per lane, and a seed's envs split over
+devices keep each env's agents together. The episode statistics stay per env: an episode's
+return is the team's, summed over its agents, with each agent's own beside it.
+
+A lane ends (`terminated` or `truncated`) when its env's episode ends, and is `terminated`
+alone when its agent is done before that (`info["agent_terminated"]`: a dead SMAX unit), so
+that its value is not bootstrapped and a recurrent policy's memory restarts.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Tuple
+
+import jax
+import jax.numpy as jnp
+
+
+def agent_names(env) -> Tuple[str, ...]:
+    """The agents of `env` in the order of its agent axis; `()` for a single-agent env.
+
+    Args:
+        env: an env, unwrapped (`purerl.envs.make_env`'s).
+
+    Returns:
+        The names.
+    """
+    return tuple(getattr(env, "agent_names", ()))
+
+
+def outcome_names(env) -> Tuple[str, ...]:
+    """The per-episode statistics a multi-agent env's episodes report besides the team's
+    return and length: each agent's return, `return/<agent>`, then the outcomes its step's
+    info gives on an episode's last step (SMAX's `won`).
+
+    Args:
+        env: a multi-agent env, unwrapped.
+
+    Returns:
+        The names, as metrics.jsonl keys them.
+    """
+    return (tuple(f"return/{name}" for name in agent_names(env))
+            + tuple(getattr(env, "info_outcomes", ())))
+
+
+def with_agent_ids(obs: jax.Array, mask_size: int) -> jax.Array:
+    """Observations `[B, A, ...]` with each agent's one-hot id `[A]` appended: to a vector
+    before its action mask's last `mask_size` entries, to an image as `A` constant channels.
+
+    Args:
+        obs: the agents' observations `[B, A, *obs_shape]`.
+        mask_size: the entries of an action mask at the vectors' end (0: none).
+
+    Returns:
+        `[B, A, D + A]` for vectors, `[B, A, H, W, C + A]` for images.
+    """
+    num_agents = obs.shape[1]
+    ids = jnp.eye(num_agents, dtype=obs.dtype)  # [A, A]
+    if obs.ndim > 3:
+        ids = ids.reshape(num_agents, *([1] * (obs.ndim - 3)), num_agents)
+        return jnp.concatenate([obs, jnp.broadcast_to(ids, obs.shape[:-1] + (num_agents,))],
+                               axis=-1)
+    ids = jnp.broadcast_to(ids, obs.shape[:1] + ids.shape)
+    split = obs.shape[-1] - mask_size
+    return jnp.concatenate([obs[..., :split], ids, obs[..., split:]], axis=-1)
+
+
+def agent_lanes(reset_envs: Callable, step_envs: Callable, num_agents: int,
+                outcomes: Tuple[str, ...], agent_id: bool, mask_size: int):
+    """The vmapped reset and step of a multi-agent env as the trainer's lanes `[B * A]`.
+
+    Args:
+        reset_envs: `(keys [B], env_params) -> (obs [B, A, ...], env_state [B])`.
+        step_envs: `(keys [B], env_state [B], action [B, A], env_params, resets) -> (obs,
+            env_state, reward [B, A], terminated [B], truncated [B], info)`, the wrapped
+            env's (`EpisodeStats` outermost: its `episode_return` `[B, A]`).
+        num_agents: the agents `A`.
+        outcomes: `outcome_names`: `return/<agent>` per agent, then the info's own.
+        agent_id: append each agent's one-hot id to its observations (`with_agent_ids`).
+        mask_size: the env's `action_mask_size`.
+
+    Returns:
+        `(reset_lanes, step_lanes)`: `reset_lanes(keys [B], env_params) -> (obs [L, ...],
+            env_state [B])`; `step_lanes(keys [B], env_state, action [L, ...], env_params,
+            resets) -> (obs [L, ...], env_state, reward [L], terminated [L], truncated [L],
+            info)`, info with `final_observation [L, ...]`, the episode's `episode_done`,
+            `episode_length` and team `episode_return` per env `[B]`, and `outcomes`, a dict
+            of each of `outcomes` per env `[B]` (zero where no episode ended).
+    """
+    def lanes(obs: jax.Array) -> jax.Array:  # [B, A, ...] -> [B * A, ...]
+        obs = with_agent_ids(obs, mask_size) if agent_id else obs
+        return obs.reshape(obs.shape[0] * num_agents, *obs.shape[2:])
+
+    def reset_lanes(keys: jax.Array, env_params):
+        obs, env_state = reset_envs(keys, env_params)
+        return lanes(obs), env_state
+
+    def step_lanes(keys: jax.Array, env_state, action: jax.Array, env_params, resets):
+        per_env = action.reshape(keys.shape[0], num_agents, *action.shape[1:])
+        obs, env_state, reward, terminated, truncated, info = step_envs(
+            keys, env_state, per_env, env_params, resets)
+        agent_terminated = info["agent_terminated"]  # [B, A]
+        lane_terminated = terminated[:, None] | agent_terminated
+        lane_truncated = truncated[:, None] & ~agent_terminated
+        agent_returns = info["episode_return"]  # [B, A], zero where no episode ended
+        done = info["episode_done"]
+        own = {name: jnp.where(done, info[name], 0.0).astype(jnp.float32)
+               for name in outcomes if not name.startswith("return/")}
+        returns = {name: agent_returns[:, i] for i, name in enumerate(
+            name for name in outcomes if name.startswith("return/"))}
+        info = {**info, "final_observation": lanes(info["final_observation"]),
+                "episode_return": agent_returns.sum(axis=1), "outcomes": {**returns, **own}}
+        return (lanes(obs), env_state, reward.reshape(-1), lane_terminated.reshape(-1),
+                lane_truncated.reshape(-1), info)
+
+    return reset_lanes, step_lanes

@@ -1,0 +1,237 @@
+"""The JaxMARL adapter (purerl/envs/suites/jaxmarl.py) and the agents' lanes
+(purerl/nets/multi_agent.py): spaces, masks, padding, truncation at the step limit, an agent
+done before its episode, resets drawn by purerl, lanes that line up with each agent's rewards,
+agent ids that let one shared policy learn two roles, resume, the CLI."""
+
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+pytest.importorskip("jaxmarl")
+
+from conftest import resume_from_checkpoint, run_cli_ok, tiny_config  # noqa: E402
+from jaxmarl.environments import spaces as marl_spaces  # noqa: E402
+from jaxmarl.environments.multi_agent_env import MultiAgentEnv  # noqa: E402
+
+from purerl.config import ConfigError, EnvConfig, MarlConfig  # noqa: E402
+from purerl.envs import make_env  # noqa: E402
+from purerl.nets.agent import make_agent  # noqa: E402
+
+
+class RoleProbe(MultiAgentEnv):
+    """Two agents who see the same observation; agent `i` is paid 1 for action `i`. Episodes
+    end only at the step limit (5 steps). A policy shared without agent ids gets a team return
+    of 1 per step whatever it does; with ids it can get 2."""
+
+    def __init__(self, max_steps: int = 5):
+        super().__init__(num_agents=2)
+        self.max_steps = max_steps
+        self.observation_spaces = {a: marl_spaces.Box(0.0, 1.0, (3,)) for a in self.agents}
+        self.action_spaces = {a: marl_spaces.Discrete(2) for a in self.agents}
+
+    def observation_space(self, agent):
+        return self.observation_spaces[agent]
+
+    def action_space(self, agent):
+        return self.action_spaces[agent]
+
+    def _obs(self, step):
+        return {a: jnp.full((3,), step / self.max_steps, jnp.float32) for a in self.agents}
+
+    def reset(self, key):
+        return self._obs(0), jnp.int32(0)
+
+    def step_env(self, key, state, actions):
+        step = state + 1
+        rewards = {a: (actions[a] == i).astype(jnp.float32) for i, a in enumerate(self.agents)}
+        done = step >= self.max_steps
+        return self._obs(step), step, rewards, {a: done for a in self.agents} | {
+            "__all__": done}, {}
+
+
+class DyingProbe(RoleProbe):
+    """RoleProbe whose agent_1 is done from step 2 on, and whose episode ends at step 4 in a
+    terminal state (its step limit is 10)."""
+
+    def __init__(self):
+        super().__init__(max_steps=10)
+
+    def step_env(self, key, state, actions):
+        obs, step, rewards, _, info = super().step_env(key, state, actions)
+        end = step >= 4
+        dones = {"agent_0": end, "agent_1": step >= 2, "__all__": end}
+        return obs, step, rewards, dones, info
+
+
+@pytest.fixture(scope="module")
+def spread():
+    return make_env(EnvConfig(name="jaxmarl/MPE_simple_spread_v3"))
+
+
+def lanes_agent(env_name, num_envs=2, agent_id=False):
+    config = EnvConfig(name=env_name, num_envs=num_envs)
+    env, params = make_env(config)
+    return make_agent(config, tiny_config().network, env, params,
+                      marl=MarlConfig(agent_id=agent_id)), env, params
+
+
+def test_spaces_and_agent_axis(spread):
+    env, params = spread
+    assert env.name == "jaxmarl/MPE_simple_spread_v3"
+    assert env.agent_names == ("agent_0", "agent_1", "agent_2")
+    assert params.max_steps_in_episode == 25  # MPE's max_steps
+    assert env.action_space(params).n == 5 and env.action_mask_size == 0
+    obs, state = env.reset(jax.random.key(0), params)
+    assert obs.shape == (3, 18) and obs.dtype == jnp.float32
+    obs, state, reward, terminated, truncated, info = env.step(
+        jax.random.key(1), state, jnp.array([0, 1, 2]), params)
+    assert reward.shape == (3,) and terminated.shape == () and truncated.shape == ()
+    assert info["agent_terminated"].shape == (3,)
+
+
+def test_mpe_time_limit_is_truncation_and_purerl_resets(spread):
+    env, params = spread
+    obs, state = env.reset(jax.random.key(0), params)
+    step = jax.jit(env.step)
+    ends = []
+    for t in range(25):
+        obs, state, _, terminated, truncated, info = step(
+            jax.random.key(t), state, jnp.zeros(3, jnp.int32), params)
+        ends.append((bool(terminated), bool(truncated)))
+    assert ends[:24] == [(False, False)] * 24 and ends[24] == (False, True)
+    # the pre-reset observation is kept, and the env restarted from a fresh reset
+    assert not np.array_equal(info["final_observation"], obs)
+    assert int(state.time) == 0
+    shorter = params.replace(max_steps_in_episode=10)  # purerl's limit, before MPE's
+    _, state = env.reset(jax.random.key(0), shorter)
+    for t in range(10):
+        _, state, _, terminated, truncated, _ = step(
+            jax.random.key(t), state, jnp.zeros(3, jnp.int32), shorter)
+        assert (bool(terminated), bool(truncated)) == (False, t == 9)
+
+
+def test_probe_whose_only_ending_is_the_limit_truncates():
+    env, params = make_env(EnvConfig(name="test_suite_jaxmarl:RoleProbe"))
+    assert env.name == "jaxmarl/RoleProbe" and params.max_steps_in_episode == 5
+    _, state = env.reset(jax.random.key(0), params)
+    flags = []
+    for t in range(5):
+        _, state, reward, terminated, truncated, _ = env.step(
+            jax.random.key(t), state, jnp.array([0, 1]), params)
+        flags.append((bool(terminated), bool(truncated)))
+        assert np.array_equal(reward, [1.0, 1.0])
+    assert flags == [(False, False)] * 4 + [(False, True)]
+
+
+def test_lanes_line_up_with_each_agents_rewards_and_ends():
+    agent, env, params = lanes_agent("test_suite_jaxmarl:DyingProbe", num_envs=3)
+    assert agent.num_agents == 2 and agent.obs_shape == (3,)
+    keys = jax.random.split(jax.random.key(0), 3)
+    obs, state = agent.reset_envs(keys, params)
+    assert obs.shape == (6, 3)
+    # env b's agent a is lane b * 2 + a: agent_0 plays 0 (paid), agent_1 plays b % 2
+    actions = jnp.array([0, 0, 0, 1, 0, 0])
+    lane_flags = []
+    for _ in range(4):
+        obs, state, reward, terminated, truncated, info = agent.step_envs(
+            keys, state, actions, params, None)
+        np.testing.assert_array_equal(reward, [1, 0, 1, 1, 1, 0])
+        lane_flags.append((np.asarray(terminated).tolist(), np.asarray(truncated).tolist()))
+    no, dead = [False] * 6, [False, True] * 3
+    # agent_1 is done from step 2 (its own ending), the episode ends at step 4 (terminal)
+    assert lane_flags == [(no, no), (dead, no), (dead, no), ([True] * 6, no)]
+    np.testing.assert_array_equal(info["episode_done"], [True] * 3)
+    # the team's return sums its agents': 4 steps of agent_0's 1, and agent_1's
+    np.testing.assert_allclose(info["episode_return"], [4, 8, 4])
+    np.testing.assert_allclose(info["outcomes"]["return/agent_1"], [0, 4, 0])
+
+
+def test_agent_ids_are_appended_before_the_mask():
+    agent, _, params = lanes_agent("test_suite_jaxmarl:RoleProbe", agent_id=True)
+    obs, _ = agent.reset_envs(jax.random.split(jax.random.key(0), 2), params)
+    assert agent.obs_shape == (5,)
+    np.testing.assert_array_equal(obs[:, 3:], np.tile(np.eye(2), (2, 1)))
+    masked, _, params = lanes_agent("jaxmarl/MPE_simple_speaker_listener_v4", agent_id=True)
+    obs, _ = masked.reset_envs(jax.random.split(jax.random.key(0), 2), params)
+    assert masked.obs_shape == (11 + 2 + 5,)
+    np.testing.assert_array_equal(obs[:2, 11:13], np.eye(2))  # the ids, then the mask
+    np.testing.assert_array_equal(obs[0, -5:], [1, 1, 1, 0, 0])
+
+
+def test_smax_masks_and_won():
+    config = EnvConfig(name="jaxmarl/HeuristicEnemySMAX", params={"map": "2s3z"})
+    env, params = make_env(config)
+    assert len(env.agent_names) == 5 and env.action_mask_size == 10
+    assert env.info_outcomes == ("won",) and params.max_steps_in_episode == 100
+    obs, state = env.reset(jax.random.key(0), params)
+    assert obs.shape == (5, 127 + 10)
+    mask = np.asarray(obs[:, -10:])
+    assert set(np.unique(mask)) <= {0.0, 1.0} and mask.sum(axis=1).min() >= 1
+    *_, info = env.step(jax.random.key(1), state, jnp.zeros(5, jnp.int32), params)
+    assert info["won"].shape == ()
+
+
+def test_padding_and_mask_for_agents_of_different_sizes():
+    env, params = make_env(EnvConfig(name="jaxmarl/MPE_simple_speaker_listener_v4"))
+    assert env.agent_names == ("speaker_0", "listener_0")
+    # the speaker's 3 actions padded to the listener's 5, the padding illegal
+    assert env.action_space(params).n == 5 and env.action_mask_size == 5
+    obs, _ = env.reset(jax.random.key(0), params)
+    assert obs.shape == (2, 11 + 5)
+    np.testing.assert_array_equal(obs[0, 3:11], 0.0)  # the speaker's 3 entries, padded
+    np.testing.assert_array_equal(obs[:, -5:], [[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]])
+
+
+def test_overcooked_images_and_named_layout():
+    env, params = make_env(EnvConfig(name="jaxmarl/overcooked",
+                                     params={"layout": "cramped_room"}))
+    obs, _ = env.reset(jax.random.key(0), params)
+    assert obs.shape == (2, 4, 5, 26) and obs.dtype == jnp.float32
+    assert params.max_steps_in_episode == 400
+
+
+@pytest.mark.parametrize("name, params, message", [
+    ("jaxmarl/MPE_simple_sprade_v3", {}, "did you mean jaxmarl/MPE_simple_spread_v3"),
+    ("jaxmarl/overcooked", {"layout": "kitchen"}, "env.params.layout='kitchen' is not one"),
+    ("jaxmarl/overcooked", {"speed": 2}, "could not be made with speed=2: TypeError"),
+])
+def test_errors_are_one_line(name, params, message):
+    with pytest.raises(ConfigError, match=message):
+        make_env(EnvConfig(name=name, params=params))
+
+
+def _rows(run_dir):
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+ROLE = ["+env=gymnax", "env.name=test_suite_jaxmarl:RoleProbe", "env.num_envs=16",
+        "ppo.num_steps=10", "ppo.lr=0.01", "ppo.anneal_lr=false", "total_timesteps=8000",
+        "log.progress=false", "eval.every=0"]
+
+
+@pytest.mark.parametrize("agent_id", [True, False])
+def test_a_shared_policy_learns_roles_only_with_agent_ids(tmp_path, agent_id):
+    run_cli_ok(*ROLE, f"marl.agent_id={str(agent_id).lower()}", f"hydra.run.dir={tmp_path}")
+    rows = _rows(tmp_path)
+    final = np.mean([row["episode_return"] for row in rows[-5:]])
+    # 5 steps of 2 agents: 10 at best; a policy that cannot tell the agents apart gets 5
+    if agent_id:
+        assert final > 9.0
+    else:
+        assert 4.0 < final < 6.0
+    assert set(rows[-1]) >= {"return/agent_0", "return/agent_1"}
+
+
+def test_smax_run_logs_won_and_resumes_bit_exact(tmp_path):
+    args = ["+env=gymnax", "env.name=jaxmarl/HeuristicEnemySMAX", "env.params.map=2s3z",
+            "env.num_envs=4", "ppo.num_steps=32", "total_timesteps=512", "network=gru",
+            "network.rnn_size=16", "marl.agent_id=true", "checkpoint.every=2",
+            "log.progress=false", "eval.num_episodes=2"]
+    run_cli_ok(*args, f"hydra.run.dir={tmp_path / 'run'}")
+    rows = _rows(tmp_path / "run")
+    assert len(rows) == 4 and all("won" in row for row in rows)
+    resume_from_checkpoint(tmp_path / "run", tmp_path / "resumed", 2, *args)
+    assert _rows(tmp_path / "resumed") == rows
