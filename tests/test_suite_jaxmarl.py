@@ -203,6 +203,24 @@ def test_errors_are_one_line(name, params, message):
         make_env(EnvConfig(name=name, params=params))
 
 
+def test_recurrent_lanes_restart_on_their_own_ends_and_replay_exactly():
+    """A GRU on DyingProbe: agent_1's lane ends at steps 2-4, agent_0's at step 4 only. After
+    a rollout, each lane's memory starts a new episode where its own last step ended (the
+    pre-step done of the next step); the learner's one minibatch replays every lane from the
+    rollout's first carry with those starts, so its ratio is exactly 1 (approx KL 0.0)."""
+    from purerl.parallel.program import make_train
+
+    config = tiny_config(**{"env.name": "test_suite_jaxmarl:DyingProbe", "env.num_envs": 2,
+                            "ppo.num_steps": 3, "ppo.num_epochs": 1, "ppo.num_minibatches": 1,
+                            "network.rnn": "gru", "network.rnn_size": 8, "total_timesteps": 12})
+    state, metrics = jax.jit(make_train(config))(jax.random.key(0))
+    # 2 updates: steps 1-3, then 4 (the episode's end), 1 and 2 of the next: agent_1 (odd
+    # lanes) is done after its step 2, agent_0 goes on
+    np.testing.assert_array_equal(state.memory.first[0], [False, True, False, True])
+    np.testing.assert_array_equal(np.asarray(metrics.episode_count), [[0, 2]])
+    np.testing.assert_array_equal(np.asarray(metrics.scalars["loss/approx_kl"]), 0.0)
+
+
 def _rows(run_dir):
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
@@ -223,6 +241,15 @@ def test_a_shared_policy_learns_roles_only_with_agent_ids(tmp_path, agent_id):
     else:
         assert 4.0 < final < 6.0
     assert set(rows[-1]) >= {"return/agent_0", "return/agent_1"}
+    if agent_id:  # the trained policy acts per agent by name, and exports one agent's lane
+        import purerl
+        from purerl.storage.exporting import policy_signature
+
+        policy = purerl.load(tmp_path)
+        obs, _ = policy.env.reset(jax.random.key(0), policy.env_params)
+        actions, _ = policy.act({"agent_1": obs[1], "agent_0": obs[0]})
+        assert {name: int(a) for name, a in actions.items()} == {"agent_0": 0, "agent_1": 1}
+        assert policy_signature(policy).inputs[0].shape == ("B", 5)  # 3 entries + 2 ids
 
 
 def test_smax_run_logs_won_and_resumes_bit_exact(tmp_path):
