@@ -19,6 +19,7 @@ PRNG_IMPLS = ("threefry2x32", "rbg", "unsafe_rbg")
 ACTIVATIONS = ("tanh", "relu", "gelu", "swish", "silu", "elu", "leaky_relu", "sigmoid", "softplus")
 CONV_PADDINGS = ("SAME", "VALID")
 RNN_CELLS = ("gru", "lstm")
+MARL_CRITICS = ("local", "central")  # marl.critic: IPPO's, MAPPO's
 # Settings that a resumed run may change, beside `total_timesteps` (which may grow: training
 # more): they do not change the run's result, or (the plan, the devices and processes) only the
 # random numbers the rest of the run draws (docs/runs.md). summary.json's `config` leaves them
@@ -241,6 +242,9 @@ class MarlConfig:
     # many agents (env.name=jaxmarl/<id>): each agent's observation gains its one-hot agent id,
     # so that one shared policy can act differently per agent
     agent_id: bool = False
+    # local: each agent's value from its own observation (IPPO); central: from the global state,
+    # SMAX's world_state or else every agent's observation (MAPPO; two MLP towers)
+    critic: str = "local"
 
 
 @dataclass

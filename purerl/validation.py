@@ -15,6 +15,7 @@ from purerl.config import (
     ALGORITHM_PREFIX,
     CONV_PADDINGS,
     HYPERPARAMETER,
+    MARL_CRITICS,
     PRNG_IMPLS,
     RNN_CELLS,
     SCHEDULE_KINDS,
@@ -55,6 +56,7 @@ def validate(config: Config, num_devices: Optional[int] = 1) -> Config:
     _validate_ppo(config)
     _validate_outputs(config)
     _validate_network(config.network)
+    _validate_marl(config)
     _validate_import_paths(config)
     if num_devices is not None:
         check_devices(config, num_devices)
@@ -155,6 +157,19 @@ def _validate_outputs(config: Config) -> None:
     if config.compile_cache is not None and not config.compile_cache.strip():
         raise ConfigError(f"compile_cache={config.compile_cache!r} is empty: give a directory, "
                           "auto (the default) or null (no cache)")
+
+
+def _validate_marl(config: Config) -> None:
+    """The `marl` settings: the critic, and what a central one needs of the network."""
+    critic, net = config.marl.critic, config.network
+    if critic not in MARL_CRITICS:
+        raise ConfigError(f"marl.critic={critic!r} is not one of {', '.join(MARL_CRITICS)}")
+    if critic == "central" and (net.shared or net.conv_channels or net.vocab_size):
+        raise ConfigError("marl.critic=central gives the value tower the global state: it needs "
+                          "two MLP towers (network.shared=false, no conv_channels or vocab_size)")
+    if critic == "central" and config.env.frame_stack > 1:
+        raise ConfigError(f"marl.critic=central and env.frame_stack={config.env.frame_stack}: "
+                          "the global state is not stacked; use network=gru for memory")
 
 
 def _validate_network(net: NetworkConfig) -> None:

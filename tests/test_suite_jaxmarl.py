@@ -66,6 +66,23 @@ class DyingProbe(RoleProbe):
         return obs, step, rewards, dones, info
 
 
+class StateProbe(RoleProbe):
+    """RoleProbe with a global state, JaxMARL's `world_state` key: `[v, step]`, `v` drawn per
+    env at its reset; agent `i` is paid `v * (i + 1)` whatever it does."""
+
+    def reset(self, key):
+        obs, _ = super().reset(key)
+        value = jax.random.uniform(key)
+        return {**obs, "world_state": jnp.stack([value, 0.0])}, (jnp.int32(0), value)
+
+    def step_env(self, key, state, actions):
+        step, value = state
+        obs, step, _, dones, info = super().step_env(key, step, actions)
+        rewards = {a: value * (i + 1) for i, a in enumerate(self.agents)}
+        obs = {**obs, "world_state": jnp.stack([value, step.astype(jnp.float32)])}
+        return obs, (step, value), rewards, dones, info
+
+
 @pytest.fixture(scope="module")
 def spread():
     return make_env(EnvConfig(name="jaxmarl/MPE_simple_spread_v3"))
@@ -219,6 +236,63 @@ def test_recurrent_lanes_restart_on_their_own_ends_and_replay_exactly():
     np.testing.assert_array_equal(state.memory.first[0], [False, True, False, True])
     np.testing.assert_array_equal(np.asarray(metrics.episode_count), [[0, 2]])
     np.testing.assert_array_equal(np.asarray(metrics.scalars["loss/approx_kl"]), 0.0)
+
+
+def test_the_central_critics_input_lines_up_with_each_agents_rewards_and_ends():
+    """marl.critic=central: every lane's observation starts with its own env's global state and
+    the agent's id (env-major lanes: lane b * A + a is env b's agent a), which is what the
+    value tower reads, and the lane's reward and ends are that agent's of that env. Lanes laid
+    out agent-major against rewards env-major (JaxMARL #85) would pair another env's state
+    with the reward."""
+    config = EnvConfig(name="test_suite_jaxmarl:StateProbe", num_envs=3)
+    env, params = make_env(config)
+    marl = MarlConfig(agent_id=True, critic="central")
+    agent = make_agent(config, tiny_config().network, env, params, marl=marl)
+    assert agent.global_state_size == 2 and agent.obs_shape == (2 + 2 + 3 + 2,)
+    keys = jax.random.split(jax.random.key(0), 3)
+    obs, state = agent.reset_envs(keys, params)
+    for t in range(1, 6):
+        obs_before = obs
+        obs, state, reward, terminated, truncated, info = agent.step_envs(
+            keys, state, jnp.zeros(6, jnp.int32), params, None)
+        lanes = np.asarray(obs_before)
+        values = lanes[:, 0]  # each lane's env's v
+        np.testing.assert_array_equal(values[0::2], values[1::2])  # one env, one state
+        assert len(set(values[0::2].tolist())) == 3  # three envs, three states
+        np.testing.assert_array_equal(lanes[:, 1], t - 1)
+        np.testing.assert_array_equal(lanes[:, 2:4], np.tile(np.eye(2), (3, 1)))
+        np.testing.assert_allclose(reward, values * np.tile([1, 2], 3), rtol=1e-6)
+        np.testing.assert_array_equal(truncated, [t == 5] * 6)
+        np.testing.assert_array_equal(info["final_observation"][:, 0], values)
+    # the value tower reads the state and id, the policy tower the rest
+    net = agent.network
+    variables = net.init(jax.random.key(1), obs)
+    changed_state = obs.at[:, :4].add(1.0)
+    changed_own = obs.at[:, 4:].add(1.0)
+    value, policy = (lambda o: net.apply(variables, o, method="value"),
+                     lambda o: net.apply(variables, o, method="policy"))
+    np.testing.assert_array_equal(value(changed_own), value(obs))
+    np.testing.assert_array_equal(policy(changed_state), policy(obs))
+    assert not np.array_equal(value(changed_state), value(obs))
+
+
+def test_central_critic_settings_are_checked():
+    from purerl.config import Config, NetworkConfig
+    from purerl.validation import validate
+
+    spread = EnvConfig(name="jaxmarl/MPE_simple_spread_v3")
+    with pytest.raises(ConfigError, match="marl.critic='global' is not one of local, central"):
+        validate(Config(env=spread, marl=MarlConfig(critic="global")))
+    with pytest.raises(ConfigError, match="marl.critic=central .* needs two MLP towers"):
+        validate(Config(env=spread, marl=MarlConfig(critic="central"),
+                        network=NetworkConfig(shared=True)))
+    with pytest.raises(ConfigError, match="a central critic is for multi-agent envs"):
+        make_agent(EnvConfig(name="CartPole-v1"), tiny_config().network,
+                   *make_env(EnvConfig(name="CartPole-v1")), marl=MarlConfig(critic="central"))
+    overcooked = EnvConfig(name="jaxmarl/overcooked", params={"layout": "cramped_room"})
+    with pytest.raises(ConfigError, match="observes images"):
+        make_agent(overcooked, tiny_config().network, *make_env(overcooked),
+                   marl=MarlConfig(critic="central"))
 
 
 def _rows(run_dir):

@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from purerl.config import EnvConfig, MarlConfig, NetworkConfig
+from purerl.config import ConfigError, EnvConfig, MarlConfig, NetworkConfig
 from purerl.envs import check_env, takes_drawn_resets, wrap_env
 from purerl.envs.action_spaces import ActionSpec
 from purerl.envs.normalization import network_input
@@ -58,6 +58,9 @@ class Agent(NamedTuple):
     # episode statistics per env `[B]`; `()` for a single-agent env (A = 1)
     agent_names: Tuple[str, ...] = ()
     outcome_names: Tuple[str, ...] = ()  # the episodes' statistics besides return and length
+    # > 0 (`marl.critic=central`): a lane's observation starts with the global state, this
+    # long, which the value tower reads (`value_inputs`, with the agent's id after it)
+    global_state_size: int = 0
 
     @property
     def num_agents(self) -> int:
@@ -180,16 +183,25 @@ def make_agent(env_config: EnvConfig, network_config: NetworkConfig, env, env_pa
     spec = check_env(env, env_params, env_config.name)
     plan = execution_plan() if plan is None else plan
     marl = MarlConfig() if marl is None else marl
+    names, mask_size = agent_names(env), getattr(env, "action_mask_size", 0)
+    if marl.critic == "central":
+        if not names:
+            raise ConfigError(f"marl.critic=central: env.name={env_config.name!r} has one "
+                              "agent; a central critic is for multi-agent envs")
+        env = env.with_global_state()
+    state_size = getattr(env, "global_state_size", 0)
     wrapped = wrap_env(env, env_config, env_params)
     obs_space = wrapped.observation_space(env_params)
-    names, mask_size = agent_names(env), getattr(env, "action_mask_size", 0)
     obs_shape = tuple(obs_space.shape)
     reset_envs = jax.vmap(wrapped.reset, in_axes=(0, None))
     step_envs = jax.vmap(wrapped.step, in_axes=(0, 0, 0, None, 0))
+    ids = len(names) * marl.agent_id  # an agent's one-hot id, once per part it is added to
+    value_inputs = state_size + ids if state_size else 0
     if names:  # each agent a lane: its own observation [*obs_shape]
-        obs_shape = obs_shape[1:-1] + (obs_shape[-1] + len(names) * marl.agent_id,)
+        obs_shape = obs_shape[1:-1] + (obs_shape[-1] + ids * (1 + (state_size > 0)),)
         reset_envs, step_envs = agent_lanes(reset_envs, step_envs, len(names),
-                                            outcome_names(env), marl.agent_id, mask_size)
+                                            outcome_names(env), marl.agent_id, mask_size,
+                                            state_size)
     bounds = None  # of what the network reads: a quantizing torso scales by them
     if network_config.vocab_size:
         clip = env_config.clip_obs
@@ -198,6 +210,8 @@ def make_agent(env_config: EnvConfig, network_config: NetworkConfig, env, env_pa
     if takes_drawn_resets(env):
         draw_resets = jax.vmap(env.reset_env, in_axes=(0, None))
     return Agent(spec, obs_shape, ActionDistribution(spec),
-                 make_network(network_config, spec, obs_shape, bounds, network, plan),
+                 make_network(network_config, spec, obs_shape, bounds, network, plan,
+                              value_inputs),
                  functools.partial(network_input, env_config), reset_envs, step_envs,
-                 draw_resets, plan, mask_size, names, outcome_names(env) if names else ())
+                 draw_resets, plan, mask_size, names, outcome_names(env) if names else (),
+                 state_size)

@@ -503,6 +503,9 @@ class ActorCriticBase(VariablesAsGiven, nn.Module):
     obs_high: Sequence[float] = ()
     conv_patch_matmul: bool = False  # `Conv.patch_matmul` of the CNN torso's convolutions
     towers_apart: bool = False  # `MLP.towers_apart` of separate towers over raw inputs
+    # > 0: the observation vector's first this many entries are the value tower's input (a
+    # central critic's state) and the rest the policy's; 0: both read the whole observation
+    value_inputs: int = 0
 
     def _torso(self) -> nn.Module:
         if self.conv_channels:
@@ -521,6 +524,13 @@ class ActorCriticBase(VariablesAsGiven, nn.Module):
             return obs.reshape(math.prod(batch), -1).astype(jnp.float32)
         image = obs_shape if len(obs_shape) == 3 else (*obs_shape, 1)
         return obs.reshape(math.prod(batch), *image).astype(jnp.float32)
+
+    def _tower_inputs(self, x: jax.Array, value: bool) -> jax.Array:
+        """The policy's (`value` False) or the value's input of the flat observations
+        `x [N, D]`: its part of them with `value_inputs`, else `x` whole."""
+        if not self.value_inputs:
+            return x
+        return x[:, :self.value_inputs] if value else x[:, self.value_inputs:]
 
     def _policy_out(self, head: jax.Array, batch: Tuple[int, ...]) -> Any:
         head = head.reshape(*batch, -1)

@@ -48,16 +48,19 @@ def outcome_names(env) -> Tuple[str, ...]:
             + tuple(getattr(env, "info_outcomes", ())))
 
 
-def with_agent_ids(obs: jax.Array, mask_size: int) -> jax.Array:
+def with_agent_ids(obs: jax.Array, mask_size: int, state_size: int = 0) -> jax.Array:
     """Observations `[B, A, ...]` with each agent's one-hot id `[A]` appended: to a vector
-    before its action mask's last `mask_size` entries, to an image as `A` constant channels.
+    before its action mask's last `mask_size` entries (and after the global state, its first
+    `state_size` entries, too), to an image as `A` constant channels.
 
     Args:
         obs: the agents' observations `[B, A, *obs_shape]`.
         mask_size: the entries of an action mask at the vectors' end (0: none).
+        state_size: the entries of a global state at the vectors' start (0: none).
 
     Returns:
-        `[B, A, D + A]` for vectors, `[B, A, H, W, C + A]` for images.
+        `[B, A, D + A]` for vectors (`[B, A, D + 2A]` with a global state), `[B, A, H, W,
+            C + A]` for images.
     """
     num_agents = obs.shape[1]
     ids = jnp.eye(num_agents, dtype=obs.dtype)  # [A, A]
@@ -67,11 +70,13 @@ def with_agent_ids(obs: jax.Array, mask_size: int) -> jax.Array:
                                axis=-1)
     ids = jnp.broadcast_to(ids, obs.shape[:1] + ids.shape)
     split = obs.shape[-1] - mask_size
-    return jnp.concatenate([obs[..., :split], ids, obs[..., split:]], axis=-1)
+    state = [obs[..., :state_size], ids] if state_size else []
+    return jnp.concatenate([*state, obs[..., state_size:split], ids, obs[..., split:]], axis=-1)
 
 
 def agent_lanes(reset_envs: Callable, step_envs: Callable, num_agents: int,
-                outcomes: Tuple[str, ...], agent_id: bool, mask_size: int):
+                outcomes: Tuple[str, ...], agent_id: bool, mask_size: int,
+                state_size: int = 0):
     """The vmapped reset and step of a multi-agent env as the trainer's lanes `[B * A]`.
 
     Args:
@@ -83,6 +88,8 @@ def agent_lanes(reset_envs: Callable, step_envs: Callable, num_agents: int,
         outcomes: `outcome_names`: `return/<agent>` per agent, then the info's own.
         agent_id: append each agent's one-hot id to its observations (`with_agent_ids`).
         mask_size: the env's `action_mask_size`.
+        state_size: the env's `global_state_size`, the global state at each observation's
+            start (a central critic's input).
 
     Returns:
         `(reset_lanes, step_lanes)`: `reset_lanes(keys [B], env_params) -> (obs [L, ...],
@@ -93,7 +100,7 @@ def agent_lanes(reset_envs: Callable, step_envs: Callable, num_agents: int,
             of each of `outcomes` per env `[B]` (zero where no episode ended).
     """
     def lanes(obs: jax.Array) -> jax.Array:  # [B, A, ...] -> [B * A, ...]
-        obs = with_agent_ids(obs, mask_size) if agent_id else obs
+        obs = with_agent_ids(obs, mask_size, state_size) if agent_id else obs
         return obs.reshape(obs.shape[0] * num_agents, *obs.shape[2:])
 
     def reset_lanes(keys: jax.Array, env_params):

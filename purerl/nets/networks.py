@@ -182,8 +182,8 @@ class ActorCritic(ActorCriticBase):
 
     @property
     def _batched_towers(self) -> bool:
-        """Separate policy and value MLPs over raw inputs run as one two-tower MLP."""
-        return not (self.shared or self.conv_channels or self.vocab_size)
+        """Separate policy and value MLPs over the same raw inputs run as one two-tower MLP."""
+        return not (self.shared or self.conv_channels or self.vocab_size or self.value_inputs)
 
     def setup(self):
         if self._batched_towers:  # the heads too: policy `[F, num_outputs]`, value `[F, 1]`
@@ -206,8 +206,9 @@ class ActorCritic(ActorCriticBase):
             out = self.towers(x)  # [2, N, num_outputs]
             policy_head, value = out[0], out[1, :, 0]
         else:
-            policy_features = self.policy_torso(x)
-            value_features = policy_features if self.shared else self.value_torso(x)
+            policy_features = self.policy_torso(self._tower_inputs(x, value=False))
+            value_features = (policy_features if self.shared
+                              else self.value_torso(self._tower_inputs(x, value=True)))
             policy_head, value = self.policy_head(policy_features), self.value_head(value_features)
         return self._policy_out(policy_head, batch), value.reshape(batch)
 
@@ -227,7 +228,7 @@ class ActorCritic(ActorCriticBase):
         if self._batched_towers:
             head = self.towers(x, tower=self.POLICY_TOWER)
         else:
-            head = self.policy_head(self.policy_torso(x))
+            head = self.policy_head(self.policy_torso(self._tower_inputs(x, value=False)))
         return self._policy_out(head, obs.shape[:batch_ndim])
 
     def step_variables(self, variables: Any) -> Any:
@@ -265,7 +266,7 @@ class ActorCritic(ActorCriticBase):
             value = self.towers(x, tower=1)[:, 0]
         else:
             torso = self.policy_torso if self.shared else self.value_torso
-            value = self.value_head(torso(x))
+            value = self.value_head(torso(self._tower_inputs(x, value=not self.shared)))
         return value.reshape(obs.shape[:batch_ndim])
 
 
@@ -392,7 +393,7 @@ class UserRecurrentActorCritic(StepOfUnroll, VariablesAsGiven, nn.Module):
 def make_network(net: NetworkConfig, spec: ActionSpec, obs_shape: Sequence[int],
                  obs_bounds: Optional[Tuple[Any, Any]] = None,
                  network: Optional[UserNetwork] = None,
-                 plan: ExecutionPlan = PLAIN) -> nn.Module:
+                 plan: ExecutionPlan = PLAIN, value_inputs: int = 0) -> nn.Module:
     """The actor-critic the settings describe: the module of a `NetworkFactory` (a user's, or
     `purerl_network`), as the agent calls it.
 
@@ -405,6 +406,9 @@ def make_network(net: NetworkConfig, spec: ActionSpec, obs_shape: Sequence[int],
         network: a user's network given from Python (a flax module or a factory), in place of
             `net.factory`.
         plan: the execution plan (`conv_patch_matmul`, `towers_apart`).
+        value_inputs: > 0: the observation vector's first this many entries are the value
+            tower's input and the rest the policy's (a central critic's state,
+            `purerl.nets.multi_agent`); a user's network reads the whole observation.
 
     Returns:
         The factory's module where it is an `ActorCriticNetwork` or a
@@ -417,7 +421,8 @@ def make_network(net: NetworkConfig, spec: ActionSpec, obs_shape: Sequence[int],
     """
     obs_shape = tuple(obs_shape)
     if network is None and net.factory is None:
-        return purerl_network(obs_shape, spec, net, obs_bounds=obs_bounds, plan=plan)
+        return purerl_network(obs_shape, spec, net, obs_bounds=obs_bounds, plan=plan,
+                              value_inputs=value_inputs)
     label = "network.factory=" + net.factory if network is None else (
         f"network={type(network).__name__}")
     user = load_callable("network.factory", net.factory) if network is None else network
@@ -441,7 +446,7 @@ def make_network(net: NetworkConfig, spec: ActionSpec, obs_shape: Sequence[int],
 def purerl_network(obs_shape: Tuple[int, ...], action_spec: ActionSpec,
                    network_config: NetworkConfig, *,
                    obs_bounds: Optional[Tuple[Any, Any]] = None,
-                   plan: ExecutionPlan = PLAIN) -> nn.Module:
+                   plan: ExecutionPlan = PLAIN, value_inputs: int = 0) -> nn.Module:
     """purerl's own actor-critic, a `NetworkFactory` (the keywords have defaults): an MLP, CNN
     or quantizing torso with a policy and a value head, shared or two towers, with a GRU or
     LSTM after the torso when `network_config.rnn` names one. purerl calls it with the
@@ -455,14 +460,21 @@ def purerl_network(obs_shape: Tuple[int, ...], action_spec: ActionSpec,
         obs_bounds: `(low, high)` of what the network reads, each broadcastable to
             `obs_shape`, which a quantizing torso (`vocab_size`) scales by.
         plan: the execution plan (`conv_patch_matmul`, `towers_apart`).
+        value_inputs: > 0: the value tower reads the observation vector's first this many
+            entries, the policy tower the rest (two MLP towers only).
 
     Returns:
         An `ActorCritic`, or a `purerl.nets.recurrent.RecurrentActorCritic`.
 
     Raises:
-        ConfigError: a CNN does not fit the observations.
+        ConfigError: a CNN does not fit the observations, or `value_inputs` with a shared
+            trunk, a CNN or a quantizing torso.
     """
     net = network_config
+    if value_inputs and (net.shared or net.conv_channels or net.vocab_size):
+        raise ConfigError("the value tower reads its own input (marl.critic=central), which "
+                          "needs two MLP towers: network.shared=false, no conv_channels or "
+                          "vocab_size")
     if net.conv_channels:
         if len(obs_shape) not in (2, 3):
             raise ConfigError(
@@ -485,7 +497,8 @@ def purerl_network(obs_shape: Tuple[int, ...], action_spec: ActionSpec,
                     conv_strides=tuple(net.conv_strides), conv_padding=tuple(net.conv_padding),
                     vocab_size=net.vocab_size, embed_dim=net.embed_dim,
                     obs_low=bounds.get("low", ()), obs_high=bounds.get("high", ()),
-                    conv_patch_matmul=plan.conv_patch_matmul, towers_apart=plan.towers_apart)
+                    conv_patch_matmul=plan.conv_patch_matmul, towers_apart=plan.towers_apart,
+                    value_inputs=value_inputs)
     if net.rnn is not None:
         return RecurrentActorCritic(**settings, cell=net.rnn, rnn_size=net.rnn_size)
     return ActorCritic(**settings)

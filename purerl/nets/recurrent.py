@@ -193,8 +193,8 @@ class RecurrentActorCritic(StepOfUnroll, ActorCriticBase):
 
     @property
     def _batched_torso(self) -> bool:
-        """Separate policy and value MLPs over raw inputs run as one two-tower MLP."""
-        return not (self.shared or self.conv_channels or self.vocab_size)
+        """Separate policy and value MLPs over the same raw inputs run as one two-tower MLP."""
+        return not (self.shared or self.conv_channels or self.vocab_size or self.value_inputs)
 
     def setup(self):
         """flax's setup: the torsos, the cells and the heads."""
@@ -214,7 +214,9 @@ class RecurrentActorCritic(StepOfUnroll, ActorCriticBase):
             if towers == slice(None):
                 return self.torsos(x)
             return self.torsos(x, tower=towers.start)[None]
-        return jnp.stack([torso(x) for torso in self.torsos[towers]])
+        tower_ids = range(self.num_cells)[towers]  # 0: the policy's, 1: the value's own
+        return jnp.stack([self.torsos[i](self._tower_inputs(x, value=i == 1))
+                          for i in tower_ids])
 
     def _recur(self, carry, obs, first, policy: bool = True):
         """The cells over `obs [T, B, ...]` -> (carry `[B, C]`, the policy head's output

@@ -196,8 +196,11 @@ class TrainedPolicy:
             raise ValueError(f"act: agents' observations of shapes {[a.shape for a in arrays]};"
                              f" this policy takes {agent_shape} or a batch [B, *{agent_shape}]")
         stacked = jnp.stack([a[None] if single else a for a in arrays], axis=1)  # [B, A, ...]
+        if agent.global_state_size:  # the value tower's; the policy reads its own part only
+            stacked = jnp.concatenate([jnp.zeros(stacked.shape[:2] + (
+                agent.global_state_size,)), stacked], axis=-1)
         if self.config.marl.agent_id:
-            stacked = with_agent_ids(stacked, agent.action_mask_size)
+            stacked = with_agent_ids(stacked, agent.action_mask_size, agent.global_state_size)
         action, carry = self.act(stacked.reshape(-1, *stacked.shape[2:]), carry, key,
                                  temperature)
         action = action.reshape(stacked.shape[0], len(names), *action.shape[1:])

@@ -26,7 +26,9 @@ shape; vectors of different sizes (MPE's speaker and listener) are zero-padded t
 largest. An env whose agents have action masks (`get_avail_actions`: SMAX), or whose agents'
 numbers of actions differ (padded to the largest, the padding illegal), appends each agent's
 mask to its vector as its last entries, as single-agent masks are. Actions: `Discrete(n)`
-per agent. SMAX's outcome is `info["won"]`: 1 where the episode's last step left every enemy
+per agent. For a central critic (`with_global_state`), every agent's vector starts with the
+global state: SMAX's `world_state`, else every agent's observation concatenated. SMAX's
+outcome is `info["won"]`: 1 where the episode's last step left every enemy
 dead and an ally alive.
 """
 
@@ -62,11 +64,14 @@ class JaxMARLEnv(SuiteEnv):
 
     suite_name = "jaxmarl"
 
-    def __init__(self, env_id: str, env: Any, constructor_params: Tuple[str, ...] = ()):
+    def __init__(self, env_id: str, env: Any, constructor_params: Tuple[str, ...] = (),
+                 global_state: bool = False):
         self.env = env
         # the `env.params` keys that made the env (not fields of its params)
         self.constructor_params = constructor_params
         self.agent_names: Tuple[str, ...] = tuple(env.agents)
+        # > 0: every agent's observation starts with the global state, this long
+        self.global_state_size = _global_state_size(env_id, env) if global_state else 0
         action_spaces = [env.action_space(name) for name in self.agent_names]
         if not all(hasattr(space, "n") for space in action_spaces):
             raise ConfigError(
@@ -89,6 +94,19 @@ class JaxMARLEnv(SuiteEnv):
     def num_agents(self) -> int:
         """The agents `A`."""
         return len(self.agent_names)
+
+    def with_global_state(self) -> "JaxMARLEnv":
+        """This env with the global state first in every agent's observation (what a central
+        critic reads, `marl.critic=central`): SMAX's `world_state`, else every agent's
+        observation, concatenated.
+
+        Returns:
+            The `JaxMARLEnv`, its observations `[A, global_state_size + D]`.
+
+        Raises:
+            ConfigError: the agents' observations are images.
+        """
+        return JaxMARLEnv(self.env_id, self.env, self.constructor_params, global_state=True)
 
     def suite_reset(self, key: jax.Array):
         """JaxMARL's reset of one env.
@@ -126,17 +144,22 @@ class JaxMARLEnv(SuiteEnv):
 
     def _observe(self, obs: Dict[str, jax.Array], inner: Any) -> jax.Array:
         """The agents' observations as one array `[A, ...]` (float32), padded, each agent's
-        mask last."""
+        mask last (and the global state first, with `global_state_size`)."""
         arrays = [jnp.asarray(obs[name]) for name in self.agent_names]
         mask = self.suite_action_mask(inner)
         if mask is None and len({a.shape for a in arrays}) == 1:
-            return jnp.stack(arrays).astype(jnp.float32)
-        size = max(math.prod(a.shape) for a in arrays)
-        vectors = jnp.stack([jnp.pad(jnp.ravel(a).astype(jnp.float32), (0, size - a.size))
-                             for a in arrays])
-        if mask is None:
-            return vectors
-        return jnp.concatenate([vectors, mask.astype(jnp.float32)], axis=-1)
+            rows = jnp.stack(arrays).astype(jnp.float32)
+        else:
+            size = max(math.prod(a.shape) for a in arrays)
+            rows = jnp.stack([jnp.pad(jnp.ravel(a).astype(jnp.float32), (0, size - a.size))
+                              for a in arrays])
+        if mask is not None:
+            rows = jnp.concatenate([rows, mask.astype(jnp.float32)], axis=-1)
+        if not self.global_state_size:
+            return rows
+        state = _global_state(obs, self.agent_names)
+        return jnp.concatenate([jnp.broadcast_to(state, (len(arrays),) + state.shape), rows],
+                               axis=-1)
 
     def step_env(self, key: jax.Array, state: SuiteState, action, params: SuiteParams):
         """JaxMARL's step of one env, without its auto-reset.
@@ -168,6 +191,25 @@ class JaxMARLEnv(SuiteEnv):
                             for name in self.agent_names])
         new_state = SuiteState(self._carried(inner), time, at_limit)
         return self._observe(obs, inner), new_state, reward, ended & ~at_limit, info
+
+
+def _global_state(obs: Dict[str, jax.Array], names: Tuple[str, ...]) -> jax.Array:
+    """The state a central critic reads, float32 `[W]`: JaxMARL's `world_state` where the env
+    gives one (SMAX), else every agent's observation raveled and concatenated."""
+    if "world_state" in obs:
+        return jnp.ravel(obs["world_state"]).astype(jnp.float32)
+    return jnp.concatenate([jnp.ravel(obs[name]).astype(jnp.float32) for name in names])
+
+
+def _global_state_size(env_id: str, env: Any) -> int:
+    """The global state's size `W` (raises ConfigError for image observations)."""
+    obs = jax.eval_shape(lambda key: env.reset(key)[0], jax.random.key(0))
+    images = [name for name in env.agents if len(obs[name].shape) > 1]
+    if images:
+        raise ConfigError(f"marl.critic=central reads a global state of vectors; "
+                          f"env.name='jaxmarl/{env_id}' observes images "
+                          f"({list(obs[images[0]].shape)}): use marl.critic=local")
+    return jax.eval_shape(lambda o: _global_state(o, tuple(env.agents)), obs).shape[0]
 
 
 def _has_avail_actions(env: Any) -> bool:
