@@ -27,7 +27,8 @@ IMPORTED = time.time()  # a driver imports this first: its start, where peers.py
 BENCHMARKS = Path(__file__).resolve().parent
 REPO = BENCHMARKS.parent
 THRESHOLDS = {"CartPole-v1": 475.0, "Breakout-MinAtar": 10.0, "brax/inverted_pendulum": 950.0,
-              "brax/hopper": 1500.0}  # the return that counts as solved
+              "brax/hopper": 1500.0,  # the return that counts as solved
+              "jaxmarl/MPE_simple_spread_v3": -50.0}  # the team's
 LAUNCHED_AT = "PEERS_LAUNCHED_AT"  # peers.py's wall clock at a driver's launch
 WARM_CACHE = "PEER_COMPILE_CACHE"  # the compile cache of a warm purerl side
 # jax.monitoring's durations of a compile: tracing and lowering, then XLA's compile (drivers
@@ -59,7 +60,8 @@ class Peer(NamedTuple):
     programs), packages whose versions are recorded and how to get it. `compared_with`: the
     purerl sides each peer side is compared with; `row_sides`: rows whose sides differ, `(purerl
     sides, peer sides)`; `warm_sides` read a compile cache an untimed run fills first; `options`:
-    which of --plans and --profile the driver takes; `accelerator_rows` run only when named."""
+    which of --plans and --profile the driver takes; `accelerator_rows` run only when named;
+    `checkout_file`: the peer runs from a checkout the user points to, which has this file."""
 
     driver: str
     sides: tuple
@@ -74,6 +76,7 @@ class Peer(NamedTuple):
     warm_sides: tuple = ()
     options: tuple = ()
     accelerator_rows: tuple = ()
+    checkout_file: str = ""  # a file the checkout (--checkout) must have; "": none needed
 
     def sides_of(self, row: str) -> tuple[tuple, tuple]:
         return self.row_sides.get(row, (self.purerl_sides, self.sides))
@@ -350,7 +353,8 @@ HEADINGS = {"purejaxrl": "PureJaxRL", "purejaxrl-lean": "PureJaxRL lean", "purer
             "rejax": "rejax", "rejax-lean": "rejax lean", "stoix": "Stoix",
             "stoix-lean": "Stoix lean", "sb3-zoo": "SB3 (RL Zoo)", "sb3": "SB3", "sbx": "sbx",
             "brax": "Brax", "brax-lean": "Brax lean", "purerl-eval": "purerl with evaluations",
-            "purerl-warm": "purerl, compile cache warm"}
+            "purerl-warm": "purerl, compile cache warm", "jaxmarl": "JaxMARL",
+            "jaxmarl-lean": "JaxMARL lean"}
 # A table's lines per program: (what, unit, key of a result, what the ratio compares, a column's
 # heading); a line neither side measured is left out.
 MEASURES = (

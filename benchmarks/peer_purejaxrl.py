@@ -40,6 +40,7 @@ PEERS = {"purejaxrl": harness.Peer(
     ["jax", "jaxlib", "flax", "optax", "chex", "distrax", "gymnax", "numpy"],
     "git clone https://github.com/luchris429/purejaxrl, make a venv with its requirements "
     "(benchmarks/README.md) and pass --purejaxrl DIR --peer-python PATH",
+    checkout_file="purejaxrl/ppo.py",
     compared_with=dict.fromkeys(("purejaxrl", "purejaxrl-lean"), ("purerl", "purerl-warm")),
     row_sides={"cli": (("purerl", "purerl-warm"), ("purejaxrl", "purejaxrl-lean"))},
     warm_sides=("purerl-warm",), options=("plans", "profile"),

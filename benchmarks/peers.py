@@ -40,7 +40,7 @@ from harness import (
 )
 
 MODULES = {"purejaxrl": "peer_purejaxrl", "rejax": "peer_rejax", "stoix": "peer_stoix",
-           "sb3": "peer_sb3", "sbx": "peer_sb3", "brax": "peer_brax"}
+           "sb3": "peer_sb3", "sbx": "peer_sb3", "brax": "peer_brax", "jaxmarl": "peer_jaxmarl"}
 PURERL_PACKAGES = ["purerl", "jax", "jaxlib", "flax", "optax", "chex", "gymnax", "hydra-core",
                    "numpy"]
 # --plans: purerl's side on the plain plan, with each switch that lays it out as PureJaxRL's
@@ -136,7 +136,8 @@ def comparisons(turns: list, pairs: list) -> list[dict]:
 def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--peer", choices=list(MODULES), default="purejaxrl")
-    parser.add_argument("--purejaxrl", type=Path, help="the root of a PureJaxRL checkout")
+    parser.add_argument("--checkout", "--purejaxrl", type=Path, dest="checkout",
+                        help="the root of the peer's checkout (PureJaxRL's, JaxMARL's)")
     parser.add_argument("--peer-python", help="the Python of the peer's venv (PureJaxRL: this "
                                               "Python if absent)")
     parser.add_argument("--rows", nargs="+", help="rows to run (default: the peer's rows but "
@@ -165,12 +166,13 @@ def arguments() -> argparse.Namespace:
     if timed_programs and "cli" in args.rows:
         parser.error("--plans and --profile time programs; the row cli runs whole commands")
     args.plans = list(PLAN_VARIANTS) if args.plans == [] else args.plans
+    if peer.checkout_file:
+        if args.checkout is None or not (args.checkout / peer.checkout_file).is_file():
+            sys.exit(f"peers.py: --checkout {args.checkout}: no {peer.checkout_file} there; "
+                     f"{peer.get_it}")
+        args.checkout = args.checkout.resolve()
     if args.peer == "purejaxrl":
         args.peer_python = args.peer_python or sys.executable
-        if args.purejaxrl is None or not (args.purejaxrl / "purejaxrl/ppo.py").is_file():
-            sys.exit(f"peers.py: --purejaxrl {args.purejaxrl}: no purejaxrl/ppo.py there; "
-                     f"{peer.get_it}")
-        args.purejaxrl = args.purejaxrl.resolve()
     elif args.peer_python is None:
         sys.exit(f"peers.py: --peer {args.peer} needs --peer-python PATH; {peer.get_it}")
     args.peer_python = os.path.abspath(args.peer_python)  # not resolved: a venv's is a link
@@ -191,7 +193,7 @@ def main() -> None:
         "machine": machine(), "repeats": args.repeats, "peer": args.peer,
         "purerl": {**git_state(REPO), "python": purerl_python,
                    "versions": package_versions(purerl_python, PURERL_PACKAGES)},
-        args.peer: {**(git_state(args.purejaxrl) if args.purejaxrl else {}),
+        args.peer: {**(git_state(args.checkout) if args.checkout else {}),
                     "python": args.peer_python,
                     "versions": package_versions(args.peer_python, peer.packages)},
         "programs": {row: [dict(p, total_timesteps=args.total_timesteps) if args.total_timesteps
@@ -209,14 +211,14 @@ def main() -> None:
             programs = result["programs"][row]
             if warm := [(side, {}) for side in purerl_sides if side in peer.warm_sides]:
                 run_turn(peer, programs, warm, pythons, work, work / f"{row}_warm_up",
-                         args.purejaxrl)  # fills the compile cache; not timed
+                         args.checkout)  # fills the compile cache; not timed
             turns = result["rows"][row] = []
             for turn in range(args.repeats):
                 traced = {s: {"profile": str(args.profile.resolve() / f"{row}_{turn}" / s)}
                           if args.profile else {} for s, _ in sides}
                 turns.append(run_turn(peer, programs, [(s, {**e, **traced[s]})
                                                        for s, e in sides],
-                                      pythons, work, work / f"{row}_{turn}", args.purejaxrl))
+                                      pythons, work, work / f"{row}_{turn}", args.checkout))
                 print(f"{row} {turn + 1}/{args.repeats} done", flush=True)
             result["tables"][row] = comparisons(
                 turns, pairs(peer, peer_sides, [side for side, _ in ours], bool(args.plans)))

@@ -116,7 +116,9 @@ SUMMARY = [Setting(*fields) for fields in (
     ("Brax PPO, `hopper` (to 1500, as above)", "hopper", 1, 256, "peers_brax_hopper.json", *BRAX),
     ("Stable-Baselines3, RL Zoo CartPole (to 475)", "cartpole-zoo", 1, 8, "peers_sb3.json", "sb3",
      "sb3-zoo"),
-    ("sbx, RL Zoo CartPole (to 475)", "cartpole-zoo", 1, 8, "peers_sbx.json", "sbx", None))]
+    ("sbx, RL Zoo CartPole (to 475)", "cartpole-zoo", 1, 8, "peers_sbx.json", "sbx", None),
+    ("JaxMARL IPPO `ippo_ff_mpe.py`, MPE simple spread, 3 agents (to a team return of -50)",
+     "mpe", 1, 16, "peers_jaxmarl.json", "jaxmarl-lean", "jaxmarl"))]
 PEER_FILES = list(dict.fromkeys([*PUREJAXRL, *(setting.results for setting in SUMMARY)]))
 
 
@@ -291,8 +293,20 @@ def iqm() -> str:
     return iqm_table(**load("report_presets.json"))
 
 
+def jaxmarl() -> str:
+    """JaxMARL's IPPO baseline against purerl at its settings (`peers.py --peer jaxmarl`)."""
+    result = load("peers_jaxmarl.json")
+    ours, theirs = result["purerl"], result["jaxmarl"]
+    tables = [("JaxMARL", table) for _, table in peer_tables(result)]
+    return (detail(tables, (PROCESS, "compile", SPS, TO_RETURN, FINAL))
+            + f"\n\n*Measured {result['date'][:10]} on {result['machine']['cpus']} CPU "
+            f"cores, purerl {ours['versions']['purerl']} (commit {ours['commit'][:7]}), "
+            f"jaxmarl {theirs['versions']['jaxmarl']} (baselines at {theirs['commit'][:7]}), "
+            f"{result['repeats']} turns; `benchmarks/results/peers_jaxmarl.json`.*")
+
+
 TABLES = {"summary": summary, "peers-detail": peers_detail, "learning": learning,
-          "recurrent": recurrent, "gpu": gpu, "chaos": chaos, "iqm": iqm}
+          "recurrent": recurrent, "gpu": gpu, "chaos": chaos, "iqm": iqm, "jaxmarl": jaxmarl}
 
 
 def render(name: str) -> str:

@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("jaxmarl")
 
-from conftest import resume_from_checkpoint, run_cli_ok, tiny_config  # noqa: E402
+from conftest import resume_from_checkpoint, run_cli, run_cli_ok, tiny_config  # noqa: E402
 from jaxmarl.environments import spaces as marl_spaces  # noqa: E402
 from jaxmarl.environments.multi_agent_env import MultiAgentEnv  # noqa: E402
 
@@ -326,11 +326,27 @@ def test_a_shared_policy_learns_roles_only_with_agent_ids(tmp_path, agent_id):
         assert policy_signature(policy).inputs[0].shape == ("B", 5)  # 3 entries + 2 ids
 
 
-def test_smax_run_logs_won_and_resumes_bit_exact(tmp_path):
-    args = ["+env=gymnax", "env.name=jaxmarl/HeuristicEnemySMAX", "env.params.map=2s3z",
-            "env.num_envs=4", "ppo.num_steps=32", "total_timesteps=512", "network=gru",
-            "network.rnn_size=16", "marl.agent_id=true", "checkpoint.every=2",
-            "log.progress=false", "eval.num_episodes=2"]
+def test_a_seeds_envs_split_over_devices_keep_their_agents_together(tmp_path):
+    """A seed's 16 envs split over 2 forced CPU devices (8 envs, 16 lanes each): the agents of
+    an env stay on its device, so the seed learns the roles as on one device."""
+    env = {"XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+    result = run_cli(*ROLE, "marl.agent_id=true", f"hydra.run.dir={tmp_path}", env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads((tmp_path / "summary.json").read_text())["devices"] == 2
+    assert np.mean([row["episode_return"] for row in _rows(tmp_path)[-5:]]) > 9.0
+
+
+def test_the_mpe_preset_runs_from_the_command_line(tmp_path):
+    run_cli_ok("+env=mpe-simple-spread", "env.num_envs=4", "ppo.num_steps=8",
+               "total_timesteps=64", "log.progress=false", f"hydra.run.dir={tmp_path}")
+    assert len(_rows(tmp_path)) == 2
+
+
+def test_the_smax_preset_logs_won_and_resumes_bit_exact(tmp_path):
+    """`+env=smax-2s3z` (MAPPO: a central critic, GRUs, agent ids, masks) at a tiny budget."""
+    args = ["+env=smax-2s3z", "env.num_envs=4", "ppo.num_steps=32", "total_timesteps=512",
+            "network.rnn_size=16", "checkpoint.every=2", "log.progress=false",
+            "eval.num_episodes=2"]
     run_cli_ok(*args, f"hydra.run.dir={tmp_path / 'run'}")
     rows = _rows(tmp_path / "run")
     assert len(rows) == 4 and all("won" in row for row in rows)
