@@ -209,6 +209,7 @@ class _Metrics:
         self.episode_return_sum = np.asarray(return_sum, float)
         self.episode_length_sum = np.zeros_like(self.episode_return_sum)
         self.episode_count = np.asarray(count, float)
+        self.episode_outcome_sums = {}
 
 
 def test_latest_return_pools_the_members_of_the_last_update_with_an_episode():

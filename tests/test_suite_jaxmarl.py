@@ -350,5 +350,8 @@ def test_the_smax_preset_logs_won_and_resumes_bit_exact(tmp_path):
     run_cli_ok(*args, f"hydra.run.dir={tmp_path / 'run'}")
     rows = _rows(tmp_path / "run")
     assert len(rows) == 4 and all("won" in row for row in rows)
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert set(summary["final_outcomes"]) == {f"return/ally_{i}" for i in range(5)} | {"won"}
+    assert 0 <= summary["final_outcomes"]["won"] <= 1
     resume_from_checkpoint(tmp_path / "run", tmp_path / "resumed", 2, *args)
     assert _rows(tmp_path / "resumed") == rows

@@ -20,6 +20,8 @@ class RunHistory:
     def __init__(self, num_seeds: int):
         empty = np.zeros((num_seeds, 0))
         self.return_sum, self.length_sum, self.count = empty, empty, empty
+        # the episodes' other statistics by name (`Metrics.episode_outcome_sums`), `[S, U]`
+        self.outcome_sums: Dict[str, np.ndarray] = {}
         self.evals: List[Dict] = []  # {"update", "env_steps", "returns": {"1.0": ...}}
 
     @property
@@ -31,9 +33,12 @@ class RunHistory:
         """Appends host metrics with leaves `[S, K]`.
 
         Args:
-            metrics: a chunk's `Metrics` on the host: `episode_return_sum`, `episode_length_sum`
-                and `episode_count` `[S, K]` (K updates).
+            metrics: a chunk's `Metrics` on the host: `episode_return_sum`, `episode_length_sum`,
+                `episode_count` and `episode_outcome_sums` `[S, K]` (K updates).
         """
+        self.outcome_sums = {
+            name: np.concatenate([self.outcome_sums.get(name, np.zeros_like(self.count)), total],
+                                 1) for name, total in metrics.episode_outcome_sums.items()}
         self.return_sum = np.concatenate([self.return_sum, metrics.episode_return_sum], 1)
         self.length_sum = np.concatenate([self.length_sum, metrics.episode_length_sum], 1)
         self.count = np.concatenate([self.count, metrics.episode_count], 1)
@@ -68,6 +73,16 @@ class RunHistory:
         """
         return final_returns(self.return_sum, self.count)
 
+    def final_outcomes(self) -> Dict[str, List[Optional[float]]]:
+        """The episodes' other statistics (a multi-agent env's `return/<agent>`, `won`) as
+        `final_returns` computes the return: per name, one per seed.
+
+        Returns:
+            `{name: S floats, None where no episode ended}`.
+        """
+        return {name: final_returns(total, self.count)
+                for name, total in self.outcome_sums.items()}
+
     def best_eval(self) -> Optional[float]:
         """The best eval return at the first temperature so far.
 
@@ -93,10 +108,13 @@ class RunHistory:
         """The history as JSON-serializable lists, for a checkpoint's record.
 
         Returns:
-            `{"return_sum", "length_sum", "count"}` as nested lists `[S][U]`, and `evals`.
+            `{"return_sum", "length_sum", "count"}` as nested lists `[S][U]`, `evals`, and
+                `outcome_sums` by name.
         """
         return {"return_sum": self.return_sum.tolist(), "length_sum": self.length_sum.tolist(),
-                "count": self.count.tolist(), "evals": self.evals}
+                "count": self.count.tolist(), "evals": self.evals,
+                "outcome_sums": {name: total.tolist()
+                                 for name, total in self.outcome_sums.items()}}
 
     @classmethod
     def from_record(cls, record: Dict) -> "RunHistory":
@@ -113,6 +131,9 @@ class RunHistory:
             np.asarray(record[k], np.float64).reshape(len(record["count"]), -1)
             for k in ("return_sum", "length_sum", "count"))
         history.evals = list(record["evals"])
+        history.outcome_sums = {  # absent from the records of runs without outcomes
+            name: np.asarray(total, np.float64).reshape(history.count.shape)
+            for name, total in record.get("outcome_sums", {}).items()}
         return history
 
 

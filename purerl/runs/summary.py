@@ -18,9 +18,11 @@ from purerl.storage.checkpoint import config_record
 
 def run_summary(run: Run) -> Dict:
     """summary.json of the run (`sps`: env steps of all members per second of training; last,
-    `config`: the settings that shape its result, `config.result_settings`); a sweep's has its
-    members, grid points (`combinations`) and `best` too, a stopped run's `stopped_by`, a
-    failed one's `error`.
+    `config`: the settings that shape its result, `config.result_settings`); a multi-agent
+    run's has `final_outcomes` (each agent's `return/<agent>`, SMAX's `won`, over the updates
+    `final_return` reads) and `final_outcomes_per_seed`; a sweep's has its members, grid
+    points (`combinations`) and `best` too, a stopped run's `stopped_by`, a failed one's
+    `error`.
 
     Args:
         run: the run at its end.
@@ -29,9 +31,8 @@ def run_summary(run: Run) -> Dict:
         The summary, JSON-serializable; `final_return_per_seed` has one entry per member.
     """
     config, history = run.config, run.history
-    finals = history.final_returns()
+    finals, outcomes = history.final_returns(), history.final_outcomes()
     per_seed = [None if r is None else json_number(r) for r in finals]
-    finite = [r for r in finals if r is not None]
     summary = {
         "env": config.env.name,
         "status": run.status,
@@ -41,8 +42,13 @@ def run_summary(run: Run) -> Dict:
         "processes": jax.process_count(),
         "updates": history.num_updates,
         "env_steps": history.num_updates * config.batch_size,
-        "final_return": json_number(float(np.mean(finite))) if finite else None,
+        "final_return": _mean_of(finals),
         "final_return_per_seed": per_seed,
+        **({"final_outcomes": {name: _mean_of(values) for name, values in outcomes.items()},
+            "final_outcomes_per_seed": {name: [None if v is None else json_number(v)
+                                               for v in values]
+                                        for name, values in outcomes.items()}}
+           if outcomes else {}),
         "eval_return": history.evals[-1]["returns"] if history.evals else None,
         "compile_s": round(run.programs.compile_s, 3),
         "train_s": round(run.train_s, 3),
@@ -65,3 +71,9 @@ def run_summary(run: Run) -> Dict:
             summary["pbt"] = {"generations": len(rows), "hparams": evolved}
     summary["config"] = result_settings(config_record(config))
     return summary
+
+
+def _mean_of(values) -> object:
+    """The mean of the members' values that are not None, as a `json_number`; None if none."""
+    finite = [v for v in values if v is not None]
+    return json_number(float(np.mean(finite))) if finite else None
