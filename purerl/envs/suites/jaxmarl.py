@@ -90,11 +90,6 @@ class JaxMARLEnv(SuiteEnv):
         super().__init__(env_id, spaces.Discrete(num_actions),
                          self.own_limit or DEFAULT_MAX_STEPS)
 
-    @property
-    def num_agents(self) -> int:
-        """The agents `A`."""
-        return len(self.agent_names)
-
     def with_global_state(self) -> "JaxMARLEnv":
         """This env with the global state first in every agent's observation (what a central
         critic reads, `marl.critic=central`): SMAX's `world_state`, else every agent's
