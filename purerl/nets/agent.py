@@ -184,6 +184,7 @@ def make_agent(env_config: EnvConfig, network_config: NetworkConfig, env, env_pa
     plan = execution_plan() if plan is None else plan
     marl = MarlConfig() if marl is None else marl
     names, mask_size = agent_names(env), getattr(env, "action_mask_size", 0)
+    outcomes = outcome_names(env)  # () for a single-agent env
     if marl.critic == "central":
         if not names:
             raise ConfigError(f"marl.critic=central: env.name={env_config.name!r} has one "
@@ -199,9 +200,8 @@ def make_agent(env_config: EnvConfig, network_config: NetworkConfig, env, env_pa
     value_inputs = state_size + ids if state_size else 0
     if names:  # each agent a lane: its own observation [*obs_shape]
         obs_shape = obs_shape[1:-1] + (obs_shape[-1] + ids * (1 + (state_size > 0)),)
-        reset_envs, step_envs = agent_lanes(reset_envs, step_envs, len(names),
-                                            outcome_names(env), marl.agent_id, mask_size,
-                                            state_size)
+        reset_envs, step_envs = agent_lanes(reset_envs, step_envs, len(names), outcomes,
+                                            marl.agent_id, mask_size, state_size)
     bounds = None  # of what the network reads: a quantizing torso scales by them
     if network_config.vocab_size:
         clip = env_config.clip_obs
@@ -213,5 +213,4 @@ def make_agent(env_config: EnvConfig, network_config: NetworkConfig, env, env_pa
                  make_network(network_config, spec, obs_shape, bounds, network, plan,
                               value_inputs),
                  functools.partial(network_input, env_config), reset_envs, step_envs,
-                 draw_resets, plan, mask_size, names, outcome_names(env) if names else (),
-                 state_size)
+                 draw_resets, plan, mask_size, names, outcomes, state_size)
