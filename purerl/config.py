@@ -245,6 +245,9 @@ class MarlConfig:
     # local: each agent's value from its own observation (IPPO); central: from the global state,
     # SMAX's world_state or else every agent's observation (MAPPO; two MLP towers)
     critic: str = "local"
+    # true: one policy (and critic) for all agents; false: separate parameters per group of
+    # the env's agent_classes (each agent its own where the env names none)
+    share_params: bool = True
 
 
 @dataclass

@@ -88,11 +88,11 @@ def spread():
     return make_env(EnvConfig(name="jaxmarl/MPE_simple_spread_v3"))
 
 
-def lanes_agent(env_name, num_envs=2, agent_id=False):
+def lanes_agent(env_name, num_envs=2, agent_id=False, network=None, share_params=True):
     config = EnvConfig(name=env_name, num_envs=num_envs)
     env, params = make_env(config)
-    return make_agent(config, tiny_config().network, env, params,
-                      marl=MarlConfig(agent_id=agent_id)), env, params
+    return make_agent(config, network or tiny_config().network, env, params,
+                      marl=MarlConfig(agent_id=agent_id, share_params=share_params)), env, params
 
 
 def test_spaces_and_agent_axis(spread):
@@ -238,6 +238,60 @@ def test_recurrent_lanes_restart_on_their_own_ends_and_replay_exactly():
     np.testing.assert_array_equal(np.asarray(metrics.scalars["loss/approx_kl"]), 0.0)
 
 
+@pytest.mark.parametrize("rnn", [None, "gru"])
+def test_separate_params_act_and_learn_per_group(rnn):
+    """marl.share_params=false on RoleProbe (no agent_classes: each agent its own group): a
+    lane's outputs are its group's network's on the observation without the group one-hot,
+    and a loss on agent_0's lanes alone gives agent_1's parameters no gradient."""
+    from purerl.nets.layers import init_params
+
+    network = tiny_config(**{"network.rnn": rnn, "network.rnn_size": 8}).network
+    agent, env, params = lanes_agent("test_suite_jaxmarl:RoleProbe", num_envs=3,
+                                     network=network, share_params=False)
+    assert env.agent_groups == (0, 1) and agent.lane_layout.num_groups == 2
+    obs, _ = agent.reset_envs(jax.random.split(jax.random.key(0), 3), params)
+    np.testing.assert_array_equal(obs[:, :2], np.tile(np.eye(2), (3, 1)))  # group one-hots
+    obs = obs.at[:, 2:].set(jax.random.uniform(jax.random.key(2), (6, 3)))
+    variables = init_params(agent.network, jax.random.key(1), *agent.example_inputs())
+    group_params = variables["params"]
+    assert set(group_params) == {"groups_0", "groups_1"}
+    one_group = agent.network.network  # what each group runs, reading obs[:, 2:]
+    first = jnp.ones((6,), bool)
+    carry = agent.initial_memory(6).carry if rnn else None
+
+    def outputs(variables, network, obs):
+        return (network.apply(variables, carry, obs, first) if rnn
+                else network.apply(variables, obs))
+
+    grouped = outputs(variables, agent.network, obs)
+    for g in (0, 1):
+        own = outputs({"params": group_params[f"groups_{g}"]}, one_group, obs[:, 2:])
+        for got, want in zip(jax.tree.leaves(grouped), jax.tree.leaves(own)):
+            np.testing.assert_array_equal(got[g::2], want[g::2])
+    assert not np.allclose(*(np.asarray(outputs({"params": group_params[f"groups_{g}"]},
+                                                one_group, obs[:, 2:])[-1]) for g in (0, 1)))
+
+    def agent_0_loss(variables):
+        return jnp.sum(outputs(variables, agent.network, obs)[-1][0::2] ** 2)
+
+    grads = jax.grad(agent_0_loss)(variables)["params"]
+    assert any(np.any(leaf != 0) for leaf in jax.tree.leaves(grads["groups_0"]))
+    assert all(np.all(leaf == 0) for leaf in jax.tree.leaves(grads["groups_1"]))
+
+
+def test_agent_groups_come_from_agent_classes(spread, caplog):
+    tag, _ = make_env(EnvConfig(name="jaxmarl/MPE_simple_tag_v3"))
+    assert tag.agent_names[-1] == "agent_0" and tag.agent_groups == (0, 0, 0, 1)
+    env, params = spread  # one class: nothing to separate
+    assert env.agent_groups == (0, 0, 0)
+    agent = make_agent(EnvConfig(name=env.name), tiny_config().network, env, params,
+                       marl=MarlConfig(share_params=False))
+    assert agent.lane_layout.groups == () and "share one set of parameters" in caplog.text
+    with pytest.raises(ConfigError, match="marl.share_params=false: .* is for multi-agent envs"):
+        make_agent(EnvConfig(name="CartPole-v1"), tiny_config().network,
+                   *make_env(EnvConfig(name="CartPole-v1")), marl=MarlConfig(share_params=False))
+
+
 def test_the_central_critics_input_lines_up_with_each_agents_rewards_and_ends():
     """marl.critic=central: every lane's observation starts with its own env's global state and
     the agent's id (env-major lanes: lane b * A + a is env b's agent a), which is what the
@@ -286,7 +340,7 @@ def test_central_critic_settings_are_checked():
     with pytest.raises(ConfigError, match="marl.critic=central .* needs two MLP towers"):
         validate(Config(env=spread, marl=MarlConfig(critic="central"),
                         network=NetworkConfig(shared=True)))
-    with pytest.raises(ConfigError, match="a central critic is for multi-agent envs"):
+    with pytest.raises(ConfigError, match="marl.critic=central: .* is for multi-agent envs"):
         make_agent(EnvConfig(name="CartPole-v1"), tiny_config().network,
                    *make_env(EnvConfig(name="CartPole-v1")), marl=MarlConfig(critic="central"))
     overcooked = EnvConfig(name="jaxmarl/overcooked", params={"layout": "cramped_room"})
@@ -304,18 +358,21 @@ ROLE = ["+env=gymnax", "env.name=test_suite_jaxmarl:RoleProbe", "env.num_envs=16
         "log.progress=false", "eval.every=0"]
 
 
-@pytest.mark.parametrize("agent_id", [True, False])
-def test_a_shared_policy_learns_roles_only_with_agent_ids(tmp_path, agent_id):
-    run_cli_ok(*ROLE, f"marl.agent_id={str(agent_id).lower()}", f"hydra.run.dir={tmp_path}")
+@pytest.mark.parametrize("agent_id,share_params", [(True, True), (False, True),
+                                                    (False, False)])
+def test_roles_are_learned_with_agent_ids_or_separate_params(tmp_path, agent_id, share_params):
+    run_cli_ok(*ROLE, f"marl.agent_id={str(agent_id).lower()}",
+               f"marl.share_params={str(share_params).lower()}", f"hydra.run.dir={tmp_path}")
     rows = _rows(tmp_path)
     final = np.mean([row["episode_return"] for row in rows[-5:]])
     # 5 steps of 2 agents: 10 at best; a policy that cannot tell the agents apart gets 5
-    if agent_id:
+    learns = agent_id or not share_params
+    if learns:
         assert final > 9.0
     else:
         assert 4.0 < final < 6.0
     assert set(rows[-1]) >= {"return/agent_0", "return/agent_1"}
-    if agent_id:  # the trained policy acts per agent by name, and exports one agent's lane
+    if learns:  # the trained policy acts per agent by name, and exports one agent's lane
         import purerl
         from purerl.storage.exporting import policy_signature
 
@@ -323,7 +380,8 @@ def test_a_shared_policy_learns_roles_only_with_agent_ids(tmp_path, agent_id):
         obs, _ = policy.env.reset(jax.random.key(0), policy.env_params)
         actions, _ = policy.act({"agent_1": obs[1], "agent_0": obs[0]})
         assert {name: int(a) for name, a in actions.items()} == {"agent_0": 0, "agent_1": 1}
-        assert policy_signature(policy).inputs[0].shape == ("B", 5)  # 3 entries + 2 ids
+        # 3 entries and 2 ids, or the group's one-hot (2) and 3 entries
+        assert policy_signature(policy).inputs[0].shape == ("B", 5)
 
 
 def test_a_seeds_envs_split_over_devices_keep_their_agents_together(tmp_path):

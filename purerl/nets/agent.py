@@ -9,6 +9,7 @@ policy's distribution, the network (purerl's, or a user's), and the env as the t
 from __future__ import annotations
 
 import functools
+import logging
 from typing import Callable, NamedTuple, Optional, Tuple
 
 import flax.linen as nn
@@ -22,7 +23,8 @@ from purerl.envs.action_spaces import ActionSpec
 from purerl.envs.normalization import network_input
 from purerl.envs.suites.base import action_mask_from_obs
 from purerl.nets.distributions import ActionDistribution
-from purerl.nets.multi_agent import agent_lanes, agent_names, outcome_names
+from purerl.nets.groups import grouped_network
+from purerl.nets.multi_agent import LaneLayout, agent_lanes, agent_names, outcome_names
 from purerl.nets.networks import RecurrentActorCriticNetwork, UserNetwork, make_network
 from purerl.plan import ExecutionPlan, execution_plan
 
@@ -61,6 +63,9 @@ class Agent(NamedTuple):
     # > 0 (`marl.critic=central`): a lane's observation starts with the global state, this
     # long, which the value tower reads (`value_inputs`, with the agent's id after it)
     global_state_size: int = 0
+    # how a multi-agent env's agents' observations become its lanes' (ids, groups); None for
+    # a single-agent env
+    lane_layout: Optional[LaneLayout] = None
 
     @property
     def num_agents(self) -> int:
@@ -185,10 +190,12 @@ def make_agent(env_config: EnvConfig, network_config: NetworkConfig, env, env_pa
     marl = MarlConfig() if marl is None else marl
     names, mask_size = agent_names(env), getattr(env, "action_mask_size", 0)
     outcomes = outcome_names(env)  # () for a single-agent env
+    for setting, asked in (("marl.critic=central", marl.critic == "central"),
+                           ("marl.share_params=false", not marl.share_params)):
+        if asked and not names:
+            raise ConfigError(f"{setting}: env.name={env_config.name!r} has one agent; it is "
+                              "for multi-agent envs")
     if marl.critic == "central":
-        if not names:
-            raise ConfigError(f"marl.critic=central: env.name={env_config.name!r} has one "
-                              "agent; a central critic is for multi-agent envs")
         env = env.with_global_state()
     state_size = getattr(env, "global_state_size", 0)
     wrapped = wrap_env(env, env_config, env_params)
@@ -196,12 +203,16 @@ def make_agent(env_config: EnvConfig, network_config: NetworkConfig, env, env_pa
     obs_shape = tuple(obs_space.shape)
     reset_envs = jax.vmap(wrapped.reset, in_axes=(0, None))
     step_envs = jax.vmap(wrapped.step, in_axes=(0, 0, 0, None, 0))
-    ids = len(names) * marl.agent_id  # an agent's one-hot id, once per part it is added to
-    value_inputs = state_size + ids if state_size else 0
-    if names:  # each agent a lane: its own observation [*obs_shape]
-        obs_shape = obs_shape[1:-1] + (obs_shape[-1] + ids * (1 + (state_size > 0)),)
-        reset_envs, step_envs = agent_lanes(reset_envs, step_envs, len(names), outcomes,
-                                            marl.agent_id, mask_size, state_size)
+    layout = None
+    if names:  # each agent a lane: its own observation [*lane_shape]
+        layout = LaneLayout(len(names), mask_size, state_size, marl.agent_id,
+                            _separate_groups(env, env_config.name, marl))
+        obs_shape = layout.lane_shape(obs_shape[1:])
+        reset_envs, step_envs = agent_lanes(reset_envs, step_envs, layout, outcomes)
+    num_groups = layout.num_groups if layout else 0
+    # the network of one group reads the lanes without the group's one-hot
+    network_shape = obs_shape[:-1] + (obs_shape[-1] - num_groups,)
+    value_inputs = state_size + len(names) * marl.agent_id if state_size else 0
     bounds = None  # of what the network reads: a quantizing torso scales by them
     if network_config.vocab_size:
         clip = env_config.clip_obs
@@ -209,8 +220,23 @@ def make_agent(env_config: EnvConfig, network_config: NetworkConfig, env, env_pa
     draw_resets = None
     if takes_drawn_resets(env):
         draw_resets = jax.vmap(env.reset_env, in_axes=(0, None))
-    return Agent(spec, obs_shape, ActionDistribution(spec),
-                 make_network(network_config, spec, obs_shape, bounds, network, plan,
-                              value_inputs),
+    net = make_network(network_config, spec, network_shape, bounds, network, plan, value_inputs)
+    if num_groups:
+        net = grouped_network(net, num_groups)
+    return Agent(spec, obs_shape, ActionDistribution(spec), net,
                  functools.partial(network_input, env_config), reset_envs, step_envs,
-                 draw_resets, plan, mask_size, names, outcomes, state_size)
+                 draw_resets, plan, mask_size, names, outcomes, state_size, layout)
+
+
+def _separate_groups(env, env_name: str, marl: MarlConfig) -> Tuple[int, ...]:
+    """Each agent's group of separate parameters (`marl.share_params=false`: the env's
+    `agent_groups`); `()` where all agents share one set (one group, or sharing asked for)."""
+    if marl.share_params:
+        return ()
+    groups = tuple(env.agent_groups)
+    if max(groups) == 0:
+        logging.getLogger(__name__).warning(
+            "marl.share_params=false: env.name=%s puts all its agents in one class "
+            "(agent_classes); they share one set of parameters", env_name)
+        return ()
+    return groups

@@ -15,7 +15,7 @@ that its value is not bootstrapped and a recurrent policy's memory restarts.
 
 from __future__ import annotations
 
-from typing import Callable, Tuple
+from typing import Callable, NamedTuple, Tuple
 
 import jax
 import jax.numpy as jnp
@@ -65,18 +65,69 @@ def with_agent_ids(obs: jax.Array, mask_size: int, state_size: int = 0) -> jax.A
     num_agents = obs.shape[1]
     ids = jnp.eye(num_agents, dtype=obs.dtype)  # [A, A]
     if obs.ndim > 3:
-        ids = ids.reshape(num_agents, *([1] * (obs.ndim - 3)), num_agents)
-        return jnp.concatenate([obs, jnp.broadcast_to(ids, obs.shape[:-1] + (num_agents,))],
-                               axis=-1)
+        return jnp.concatenate([obs, _constant_channels(ids, obs.shape)], axis=-1)
     ids = jnp.broadcast_to(ids, obs.shape[:1] + ids.shape)
     split = obs.shape[-1] - mask_size
     state = [obs[..., :state_size], ids] if state_size else []
     return jnp.concatenate([*state, obs[..., state_size:split], ids, obs[..., split:]], axis=-1)
 
 
-def agent_lanes(reset_envs: Callable, step_envs: Callable, num_agents: int,
-                outcomes: Tuple[str, ...], agent_id: bool, mask_size: int,
-                state_size: int = 0):
+def with_group_ids(obs: jax.Array, groups: Tuple[int, ...]) -> jax.Array:
+    """Observations `[B, A, ...]` with the one-hot of each agent's group `[G]` first along
+    their last axis (a vector's first entries, an image's first channels): what a network with
+    separate parameters per group (`purerl.nets.groups`) picks its group's by.
+
+    Args:
+        obs: the agents' observations `[B, A, *obs_shape]`.
+        groups: each agent's group, `G = max(groups) + 1` of them.
+
+    Returns:
+        `[B, A, G + D]` for vectors, `[B, A, H, W, G + C]` for images.
+    """
+    one_hot = jnp.eye(max(groups) + 1, dtype=obs.dtype)[jnp.asarray(groups)]  # [A, G]
+    return jnp.concatenate([_constant_channels(one_hot, obs.shape), obs], axis=-1)
+
+
+def _constant_channels(rows: jax.Array, shape: Tuple[int, ...]) -> jax.Array:
+    """`rows [A, K]` broadcast to observations of `shape` `[B, A, ..., C]`: `[B, A, ..., K]`."""
+    rows = rows.reshape(rows.shape[0], *([1] * (len(shape) - 3)), rows.shape[1])
+    return jnp.broadcast_to(rows, shape[:-1] + rows.shape[-1:])
+
+
+class LaneLayout(NamedTuple):
+    """How an env's agents' observations `[B, A, *agent_shape]` become its lanes' `[B * A,
+    *obs_shape]`: each agent's one-hot id appended (`agent_id`, `with_agent_ids`), and its
+    group's one-hot first where each group of agents has parameters of its own (`groups`,
+    `with_group_ids`)."""
+
+    num_agents: int
+    mask_size: int = 0  # the env's `action_mask_size`, the mask at each vector's end
+    state_size: int = 0  # the env's `global_state_size`, the global state at its start
+    agent_id: bool = False
+    groups: Tuple[int, ...] = ()  # each agent's group (separate params per group); (): shared
+
+    @property
+    def num_groups(self) -> int:
+        """The groups `G` of separate parameters; 0 where every agent shares one set."""
+        return max(self.groups) + 1 if self.groups else 0
+
+    def lane_shape(self, agent_shape: Tuple[int, ...]) -> Tuple[int, ...]:
+        """A lane's observation shape, of an agent's `agent_shape` (its last axis longer by
+        the ids and the group's one-hot)."""
+        ids = self.num_agents * self.agent_id * (1 + (self.state_size > 0))
+        return agent_shape[:-1] + (agent_shape[-1] + ids + self.num_groups,)
+
+    def lanes(self, obs: jax.Array) -> jax.Array:
+        """`[B, A, *agent_shape]` -> `[B * A, *lane_shape]`, env-major."""
+        if self.agent_id:
+            obs = with_agent_ids(obs, self.mask_size, self.state_size)
+        if self.groups:
+            obs = with_group_ids(obs, self.groups)
+        return obs.reshape(obs.shape[0] * self.num_agents, *obs.shape[2:])
+
+
+def agent_lanes(reset_envs: Callable, step_envs: Callable, layout: LaneLayout,
+                outcomes: Tuple[str, ...]):
     """The vmapped reset and step of a multi-agent env as the trainer's lanes `[B * A]`.
 
     Args:
@@ -84,12 +135,8 @@ def agent_lanes(reset_envs: Callable, step_envs: Callable, num_agents: int,
         step_envs: `(keys [B], env_state [B], action [B, A], env_params, resets) -> (obs,
             env_state, reward [B, A], terminated [B], truncated [B], info)`, the wrapped
             env's (`EpisodeStats` outermost: its `episode_return` `[B, A]`).
-        num_agents: the agents `A`.
+        layout: how the agents' observations become the lanes', their count `A`.
         outcomes: `outcome_names`: `return/<agent>` per agent, then the info's own.
-        agent_id: append each agent's one-hot id to its observations (`with_agent_ids`).
-        mask_size: the env's `action_mask_size`.
-        state_size: the env's `global_state_size`, the global state at each observation's
-            start (a central critic's input).
 
     Returns:
         `(reset_lanes, step_lanes)`: `reset_lanes(keys [B], env_params) -> (obs [L, ...],
@@ -99,9 +146,7 @@ def agent_lanes(reset_envs: Callable, step_envs: Callable, num_agents: int,
             `episode_length` and team `episode_return` per env `[B]`, and `outcomes`, a dict
             of each of `outcomes` per env `[B]` (zero where no episode ended).
     """
-    def lanes(obs: jax.Array) -> jax.Array:  # [B, A, ...] -> [B * A, ...]
-        obs = with_agent_ids(obs, mask_size, state_size) if agent_id else obs
-        return obs.reshape(obs.shape[0] * num_agents, *obs.shape[2:])
+    lanes, num_agents = layout.lanes, layout.num_agents
 
     def reset_lanes(keys: jax.Array, env_params):
         obs, env_state = reset_envs(keys, env_params)

@@ -13,7 +13,8 @@ action choice, the params as constants) at a symbolic batch size `B`:
 Observations are those `TrainedPolicy.env` returns (an env's action mask, when it has one, is
 their last entries, as purerl's suites append it); a multi-agent env's policy acts for one
 agent, its `obs` `[B, *agent_obs_shape]` one agent's (its one-hot id appended with
-`marl.agent_id`, before the mask), the shared policy run once per agent. `stablehlo` is a
+`marl.agent_id`, before the mask; its group's one-hot first with `marl.share_params=false`),
+the policy run once per agent. `stablehlo` is a
 `jax.export.Exported`, serialized: `jax.export.deserialize(data).call(...)` runs it with jax
 and numpy alone. `onnx` goes through jax2onnx (the `export` extra) for onnxruntime and others.
 """

@@ -26,7 +26,6 @@ from purerl.config import Config, ConfigError
 from purerl.envs import make_env, wrap_env
 from purerl.logging.history import RunHistory
 from purerl.nets.agent import Memory, make_agent
-from purerl.nets.multi_agent import with_agent_ids
 from purerl.reports.sweep import is_sweep
 from purerl.storage.restoring import restore_run
 from purerl.validation import validate
@@ -199,10 +198,7 @@ class TrainedPolicy:
         if agent.global_state_size:  # the value tower's; the policy reads its own part only
             stacked = jnp.concatenate([jnp.zeros(stacked.shape[:2] + (
                 agent.global_state_size,)), stacked], axis=-1)
-        if self.config.marl.agent_id:
-            stacked = with_agent_ids(stacked, agent.action_mask_size, agent.global_state_size)
-        action, carry = self.act(stacked.reshape(-1, *stacked.shape[2:]), carry, key,
-                                 temperature)
+        action, carry = self.act(agent.lane_layout.lanes(stacked), carry, key, temperature)
         action = action.reshape(stacked.shape[0], len(names), *action.shape[1:])
         return {name: action[0, i] if single else action[:, i]
                 for i, name in enumerate(names)}, carry

@@ -70,6 +70,8 @@ class JaxMARLEnv(SuiteEnv):
         # the `env.params` keys that made the env (not fields of its params)
         self.constructor_params = constructor_params
         self.agent_names: Tuple[str, ...] = tuple(env.agents)
+        # each agent's group of `agent_classes`, for separate parameters per group
+        self.agent_groups = _agent_groups(env, self.agent_names)
         # > 0: every agent's observation starts with the global state, this long
         self.global_state_size = _global_state_size(env_id, env) if global_state else 0
         action_spaces = [env.action_space(name) for name in self.agent_names]
@@ -186,6 +188,23 @@ class JaxMARLEnv(SuiteEnv):
                             for name in self.agent_names])
         new_state = SuiteState(self._carried(inner), time, at_limit)
         return self._observe(obs, inner), new_state, reward, ended & ~at_limit, info
+
+
+def _agent_groups(env: Any, names: Tuple[str, ...]) -> Tuple[int, ...]:
+    """Each agent's group: its class's index in the env's `agent_classes` (a dict of class
+    names to agent names, a property or, in MPE, a method); an agent no class names, and every
+    agent of an env that names none (SMAX, Overcooked), is a group of its own."""
+    try:
+        classes = env.agent_classes
+        classes = classes() if callable(classes) else classes
+    except NotImplementedError:
+        classes = {}
+    group = {name: g for g, members in enumerate(classes.values()) for name in members}
+    others = iter(range(len(classes), len(classes) + len(names)))
+    groups = [group[name] if name in group else next(others) for name in names]
+    # numbered 0, 1, ... in the order they first appear, with no empty class
+    first = {g: i for i, g in enumerate(dict.fromkeys(groups))}
+    return tuple(first[g] for g in groups)
 
 
 def _global_state(obs: Dict[str, jax.Array], names: Tuple[str, ...]) -> jax.Array:
