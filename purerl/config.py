@@ -112,6 +112,10 @@ class EnvConfig:
     # starts from one of them at random ("optimistic" resets: for envs whose reset costs much,
     # such as Craftax's world generation); 0: each env draws its own reset
     reset_pool: int = 0
+    # > 0: the env's shaped reward (Overcooked's, its `shaped_reward_weight` param) is added to
+    # its reward with a weight falling linearly from 1 to 0 over this many env steps of a seed
+    # (JaxMARL's REW_SHAPING_HORIZON); episode returns and evaluation stay the env's own
+    reward_shaping_horizon: float = 0.0
 
 
 @dataclass

@@ -94,6 +94,9 @@ def _validate_env(env: EnvConfig) -> None:
     for key in ("clip_obs", "clip_reward"):
         if not getattr(env, key) > 0:
             raise ConfigError(f"env.{key}={getattr(env, key)} must be > 0")
+    if not env.reward_shaping_horizon >= 0:
+        raise ConfigError(f"env.reward_shaping_horizon={env.reward_shaping_horizon} must be >= 0 "
+                          "env steps (0: no shaped reward)")
 
 
 def _validate_ppo(config: Config) -> None:

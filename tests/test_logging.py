@@ -220,6 +220,19 @@ def test_latest_return_pools_the_members_of_the_last_update_with_an_episode():
     assert history.latest_return() == 800.0 / 3  # update 3's: no episode ended in update 4
 
 
+def test_outcomes_are_per_update_means_and_drawn_one_panel_each(tmp_path):
+    from purerl.logging import plots
+
+    history, metrics = RunHistory(2), _Metrics([[4.0, 0.0], [6.0, 9.0]], [[2, 0], [3, 1]])
+    metrics.episode_outcome_sums = {"won": np.asarray([[1.0, 0.0], [3.0, 1.0]])}
+    history.extend(metrics)
+    np.testing.assert_array_equal(history.outcomes()["won"], [[0.5, np.nan], [1.0, 1.0]])
+    figure = plots.outcomes_figure(np.arange(1, 3), {**history.outcomes(), "return/a": [1, 2]})
+    assert [ax.get_title() for ax in figure.axes] == ["won", "return/a"]
+    plots.save_png(figure, tmp_path / "outcomes.png")
+    assert (tmp_path / "outcomes.png").read_bytes()[:4] == b"\x89PNG"
+
+
 def test_progress_bar_resumed_starts_at_initial():
     stream = io.StringIO()
     bar = ProgressBar(10_000, initial=4_000, file=stream)

@@ -83,6 +83,15 @@ class StateProbe(RoleProbe):
         return obs, (step, value), rewards, dones, info
 
 
+class ShapedProbe(RoleProbe):
+    """RoleProbe whose step also reports JaxMARL's `shaped_reward` (Overcooked's key): 0.5
+    for agent_0 and 0.25 for agent_1 at every step."""
+
+    def step_env(self, key, state, actions):
+        obs, step, rewards, dones, _ = super().step_env(key, state, actions)
+        return obs, step, rewards, dones, {"shaped_reward": {"agent_0": 0.5, "agent_1": 0.25}}
+
+
 @pytest.fixture(scope="module")
 def spread():
     return make_env(EnvConfig(name="jaxmarl/MPE_simple_spread_v3"))
@@ -164,6 +173,32 @@ def test_lanes_line_up_with_each_agents_rewards_and_ends():
     # the team's return sums its agents': 4 steps of agent_0's 1, and agent_1's
     np.testing.assert_allclose(info["episode_return"], [4, 8, 4])
     np.testing.assert_allclose(info["outcomes"]["return/agent_1"], [0, 4, 0])
+
+
+def test_a_shaped_reward_is_weighted_by_the_params_and_left_out_of_returns():
+    from purerl.envs.shaping import shaping_schedule
+
+    agent, env, params = lanes_agent("test_suite_jaxmarl:ShapedProbe", num_envs=1)
+    assert params.shaped_reward_weight == 0.0  # unshaped unless the trainer anneals it
+    keys = jax.random.split(jax.random.key(0), 1)
+    _, state = agent.reset_envs(keys, params)
+    weighted = params.replace(shaped_reward_weight=0.5)
+    for _ in range(5):  # both agents paid 1 by their own actions, plus half the shaping
+        _, state, reward, _, truncated, info = agent.step_envs(
+            keys, state, jnp.array([0, 1]), weighted, None)
+        np.testing.assert_allclose(reward, [1.25, 1.125])
+    assert bool(truncated.all())
+    np.testing.assert_allclose(info["episode_return"], [10.0])  # the env's own rewards
+    np.testing.assert_allclose(info["outcomes"]["return/agent_1"], [5.0])
+
+    config = EnvConfig(name=env.name, reward_shaping_horizon=10)
+    params_at = shaping_schedule(config, params, steps_per_update=4)
+    weights = [float(params_at(jnp.int32(update)).shaped_reward_weight) for update in range(4)]
+    np.testing.assert_allclose(weights, [1.0, 0.6, 0.2, 0.0], rtol=1e-6)
+    assert shaping_schedule(EnvConfig(name=env.name), params, 4)(jnp.int32(1)) is params
+    cartpole = EnvConfig(name="CartPole-v1", reward_shaping_horizon=10)
+    with pytest.raises(ConfigError, match="reward_shaping_horizon=10: .* has no shaped reward"):
+        shaping_schedule(cartpole, make_env(cartpole)[1], 4)
 
 
 def test_agent_ids_are_appended_before_the_mask():
@@ -372,6 +407,7 @@ def test_roles_are_learned_with_agent_ids_or_separate_params(tmp_path, agent_id,
     else:
         assert 4.0 < final < 6.0
     assert set(rows[-1]) >= {"return/agent_0", "return/agent_1"}
+    assert (tmp_path / "outcomes.png").stat().st_size > 0  # each agent's return drawn
     if learns:  # the trained policy acts per agent by name, and exports one agent's lane
         import purerl
         from purerl.storage.exporting import policy_signature
@@ -398,6 +434,14 @@ def test_the_mpe_preset_runs_from_the_command_line(tmp_path):
     run_cli_ok("+env=mpe-simple-spread", "env.num_envs=4", "ppo.num_steps=8",
                "total_timesteps=64", "log.progress=false", f"hydra.run.dir={tmp_path}")
     assert len(_rows(tmp_path)) == 2
+
+
+def test_the_overcooked_preset_anneals_its_shaping_from_the_command_line(tmp_path):
+    run_cli_ok("+env=overcooked-cramped-room", "env.num_envs=2", "ppo.num_steps=16",
+               "ppo.num_minibatches=2", "total_timesteps=96", "env.reward_shaping_horizon=64",
+               "log.progress=false", "eval.every=0", f"hydra.run.dir={tmp_path}")
+    weights = [row["reward_shaping_weight"] for row in _rows(tmp_path)]
+    np.testing.assert_allclose(weights, [1.0, 0.5, 0.0])  # 32 env steps an update
 
 
 def test_the_smax_preset_logs_won_and_resumes_bit_exact(tmp_path):

@@ -10,7 +10,7 @@ memory rides in the state; its learner gets whole env sequences rather than samp
 
 from __future__ import annotations
 
-from typing import Optional, Sequence, Tuple
+from typing import Dict, Optional, Sequence, Tuple
 
 import jax
 import jax.numpy as jnp
@@ -39,6 +39,7 @@ from purerl.core.prng import (
 )
 from purerl.core.schedules import HyperParams, make_schedules
 from purerl.envs.normalization import init_normalizer, scale_rewards, update_running_stats
+from purerl.envs.shaping import shaping_metrics, shaping_schedule
 from purerl.nets.agent import Agent, make_agent
 from purerl.nets.layers import init_params, kernel_normal_size
 from purerl.plan import ExecutionPlan
@@ -86,8 +87,9 @@ def make_ppo(
 
     Raises:
         ConfigError: the env's spaces or a user's network do not fit (wrong output shapes, a
-            recurrent setting with a network of the user's), or `env.reset_pool` is set for an
-            env that resets inside its own step.
+            recurrent setting with a network of the user's), `env.reset_pool` is set for an
+            env that resets inside its own step, or `env.reward_shaping_horizon` for an env
+            with no shaped reward.
     """
     ppo, env_config, impl = config.ppo, config.env, config.prng_impl
     num_envs = env_config.num_envs if num_envs is None else num_envs
@@ -108,6 +110,7 @@ def make_ppo(
         stop_rule=target_kl_stop() if early_stop else None, axis_name=axis_name,
         optimizer=optimizer)
     draws = _UpdateDraws(agent, num_steps, num_envs, pool, learner.shuffle_shape, impl)
+    env_params_at = shaping_schedule(env_config, env_params, num_steps * env_config.num_envs)
 
     def update(state: RunnerState) -> Tuple[RunnerState, Metrics]:
         hp = scheduled(state.hparams, state.update)
@@ -115,8 +118,9 @@ def make_ppo(
         # One rollout and its learning see the statistics from before the rollout; they are
         # updated with its observations / returns afterwards.
         normalizer = state.normalizer
+        step_params = env_params_at(state.update)
         done = rollout(agent, state.params, state.env_state, state.obs, normalizer.obs,
-                       env_params, noise, state.memory)
+                       step_params, noise, state.memory)
         tr = done.transition
         rewards = tr.reward
         if env_config.normalize_reward:
@@ -131,7 +135,8 @@ def make_ppo(
                 normalizer.obs, _merge_time_and_envs(tr.obs), axis_name))
         nonfinite = learned.nonfinite | nonfinite_bits(
             (learned.params, 4), (learned.opt_state, 8), ((normalizer.obs, normalizer.ret), 16))
-        metrics = _metrics(tr.value, returns, done.episodes, learned, hp, nonfinite, axis_name)
+        metrics = _metrics(tr.value, returns, done.episodes, learned, hp, nonfinite, axis_name,
+                           shaping_metrics(env_config, step_params))
         new_state = RunnerState(learned.params, learned.opt_state, done.env_state, done.obs,
                                 normalizer, key, state.update + 1, state.hparams,
                                 done.memory)
@@ -223,9 +228,10 @@ def _merge_time_and_envs(x: jax.Array) -> jax.Array:
 
 
 def _metrics(values, returns, episodes, learned, hp: HyperParams, nonfinite,
-             axis_name: Optional[str]) -> Metrics:
+             axis_name: Optional[str], extra: Dict[str, jax.Array]) -> Metrics:
     """The update's `Metrics` from the rollout's values and returns `[T, B]`, its completed
-    episodes' sums `[B]`, and the learner's result; pooled over the devices of `axis_name`."""
+    episodes' sums `[B]`, the learner's result and `extra` scalars; pooled over the devices
+    of `axis_name`."""
     value_mean, return_mean = pmean((values.mean(), returns.mean()), axis_name)
     residual_var, return_var = pmean(
         (jnp.square(returns - values - (return_mean - value_mean)).mean(),
@@ -236,7 +242,7 @@ def _metrics(values, returns, episodes, learned, hp: HyperParams, nonfinite,
         "explained_variance": jnp.where(return_var > 0, 1.0 - residual_var / return_var, 0.0),
         "value_mean": value_mean, "opt_steps": learned.opt_steps, "learning_rate": hp.lr,
         "ent_coef": hp.ent_coef, "clip_eps": hp.clip_eps, "vf_coef": hp.vf_coef,
-        "gamma": hp.gamma, "gae_lambda": hp.gae_lambda,
+        "gamma": hp.gamma, "gae_lambda": hp.gae_lambda, **extra,
     }
     return Metrics(episode_return_sum=episodes.episode_return,
                    episode_length_sum=episodes.episode_length, episode_count=episodes.count,

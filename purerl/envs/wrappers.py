@@ -104,8 +104,14 @@ class EpisodeStatsState:
     episode_length: jax.Array  # [] int32
 
 
+# The info key of an env's own reward where the step's reward adds a shaped one: what the
+# episodes' returns sum (`EpisodeStats`)
+SCORE_REWARD = "score_reward"
+
+
 class EpisodeStats:
-    """Accumulates each episode's return and length, reported only when the episode ends.
+    """Accumulates each episode's return and length, reported only when the episode ends: the
+    return of the env's own rewards (`info[SCORE_REWARD]` where the step's reward is shaped).
 
     `step`'s info gains `episode_done` (bool), `episode_return` and `episode_length` (the
     completed episode's totals on its last step, zero elsewhere).
@@ -149,7 +155,8 @@ class EpisodeStats:
         obs, env_state, reward, terminated, truncated, info = step_inner(
             self.env, key, state.env_state, action, params, reset)
         done = jnp.logical_or(terminated, truncated)
-        episode_return = state.episode_return + reward.astype(jnp.float32)
+        score = info.get(SCORE_REWARD, reward)  # the env's own reward where it learns on another
+        episode_return = state.episode_return + score.astype(jnp.float32)
         episode_length = state.episode_length + 1
         info = {
             **info,

@@ -52,6 +52,17 @@ class RunHistory:
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.where(self.count > 0, self.return_sum / self.count, np.nan)
 
+    def outcomes(self) -> Dict[str, np.ndarray]:
+        """The episodes' other statistics' means per seed and update, as `returns` gives the
+        return's.
+
+        Returns:
+            `{name: float64 [S, U]}`, NaN where no episode completed.
+        """
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return {name: np.where(self.count > 0, total / self.count, np.nan)
+                    for name, total in self.outcome_sums.items()}
+
     def latest_return(self) -> Optional[float]:
         """The mean return of the episodes completed in the latest update in which any ended,
         pooled over the members as metrics.jsonl's `episode_return` is; None before the first.

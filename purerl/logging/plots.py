@@ -176,6 +176,40 @@ def plot_pbt(path: Path, rows: List[Dict], names: List[str], title: str = "") ->
         save_png(pbt_figure(rows, names, title), Path(path))
 
 
+def outcomes_figure(env_steps: np.ndarray, outcomes: Dict[str, np.ndarray], title: str = ""):
+    """A figure of a multi-agent run's episode statistics besides the team's return (each
+    agent's `return/<agent>`, SMAX's `won`) against env steps: one panel per statistic, drawn
+    as `learning_curve_figure` draws the return (`plot_seeds`).
+
+    Args:
+        env_steps: `[U]`, per seed, at the end of each update.
+        outcomes: `{name: [S, U]}`, NaN where a seed completed no episode in an update.
+        title: the figure's title, if any.
+
+    Returns:
+        The `matplotlib.figure.Figure`.
+    """
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import EngFormatter
+
+    x = np.asarray(env_steps, dtype=float).reshape(-1)
+    window = smoothing_window(x.size)
+    columns = min(len(outcomes), 3)
+    rows = -(-len(outcomes) // columns)
+    fig = Figure(figsize=(4 * columns, 3 * rows + 0.5), dpi=100, layout="constrained")
+    for i, (name, values) in enumerate(outcomes.items()):
+        ax = fig.add_subplot(rows, columns, i + 1)
+        plot_seeds(ax, x, np.atleast_2d(np.asarray(values, dtype=float)), window, f"C{i}",
+                   None)
+        ax.set(xlabel="env steps", title=name)
+        ax.xaxis.set_major_formatter(EngFormatter())
+        ax.grid(True, alpha=0.3)
+    if title:
+        fig.suptitle(wrap_title(f"{title} (mean over {window} updates thick)",
+                                fig.get_figwidth()))
+    return fig
+
+
 def pbt_figure(rows: List[Dict], names: List[str], title: str = ""):
     """A figure of each member's evolving hyperparameters over the run: one panel per name,
     a step line per member labelled by its index (the values are the curve), thinner for later

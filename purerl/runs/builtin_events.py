@@ -33,6 +33,7 @@ from purerl.runs.signals import status_of
 log = logging.getLogger("purerl")
 PROGRESS_LINES = 10  # about this many progress lines per run
 PBT_LOG = "pbt.jsonl"  # a PBT run's generations: who copied whom, the new hyperparameters
+OUTCOMES_PNG = "outcomes.png"  # a multi-agent run's per-agent returns and outcomes, per update
 
 
 class Evaluate(Event):
@@ -358,7 +359,8 @@ class Plot(Event):
 
 
 def plot_learning_curve(run: Run) -> None:
-    """Draws the run's learning_curve.png: every update's mean return, the evaluations.
+    """Draws the run's learning_curve.png: every update's mean return, the evaluations; and
+    for a multi-agent run outcomes.png, each agent's return and the env's outcomes.
 
     Args:
         run: the run, its history up to `run.update`.
@@ -369,10 +371,12 @@ def plot_learning_curve(run: Run) -> None:
         groups = [f"member {m}" for m in range(returns.shape[0])]
     else:
         groups = point_labels(config) if is_sweep(config) else None
-    plots.plot_learning_curve(run.run_dir / "learning_curve.png",
-                              np.arange(1, history.num_updates + 1) * config.batch_size,
-                              returns, history.eval_points(), title=config.env.name,
-                              groups=groups)
+    env_steps = np.arange(1, history.num_updates + 1) * config.batch_size
+    plots.plot_learning_curve(run.run_dir / "learning_curve.png", env_steps, returns,
+                              history.eval_points(), title=config.env.name, groups=groups)
+    if history.outcome_sums:
+        plots.save_png(plots.outcomes_figure(env_steps, history.outcomes(), config.env.name),
+                       run.run_dir / OUTCOMES_PNG)
 
 
 class StopSignal(Event):

@@ -42,11 +42,13 @@ import jax
 import jax.numpy as jnp
 import jaxmarl
 import numpy as np
+from flax import struct
 from gymnax.environments import spaces
 from jaxmarl.environments.multi_agent_env import MultiAgentEnv
 
 from purerl.config import ConfigError, EnvConfig
 from purerl.envs.suites.base import SuiteEnv, SuiteParams, SuiteState, close_matches, one_line
+from purerl.envs.wrappers import SCORE_REWARD
 
 # purerl's time limit for an env without `max_steps` of its own
 DEFAULT_MAX_STEPS = 1000
@@ -57,6 +59,15 @@ NAMED_ARGUMENTS = {
     "layout": ("layout", "jaxmarl.environments.overcooked", "overcooked_layouts"),
     "map": ("scenario", "jaxmarl.environments.smax.smax_env", "MAP_NAME_TO_SCENARIO"),
 }
+
+
+@struct.dataclass
+class JaxMARLParams(SuiteParams):
+    """`SuiteParams` and the weight of the env's shaped reward (`info["shaped_reward"]`,
+    Overcooked's) in the step's reward; the trainer anneals it over
+    `env.reward_shaping_horizon` env steps, evaluation keeps it 0."""
+
+    shaped_reward_weight: float = 0.0
 
 
 class JaxMARLEnv(SuiteEnv):
@@ -104,6 +115,11 @@ class JaxMARLEnv(SuiteEnv):
             ConfigError: the agents' observations are images.
         """
         return JaxMARLEnv(self.env_id, self.env, self.constructor_params, global_state=True)
+
+    @property
+    def default_params(self) -> JaxMARLParams:
+        """`JaxMARLParams` with the env's time limit, its shaped reward unweighted."""
+        return JaxMARLParams(max_steps_in_episode=self.default_max_steps)
 
     def suite_reset(self, key: jax.Array):
         """JaxMARL's reset of one env.
@@ -158,23 +174,29 @@ class JaxMARLEnv(SuiteEnv):
         return jnp.concatenate([jnp.broadcast_to(state, (len(arrays),) + state.shape), rows],
                                axis=-1)
 
-    def step_env(self, key: jax.Array, state: SuiteState, action, params: SuiteParams):
+    def _per_agent(self, values: Dict[str, Any]) -> jax.Array:
+        """float32 `[A]` of a dict of each agent's scalar."""
+        return jnp.stack([jnp.asarray(values[name], jnp.float32) for name in self.agent_names])
+
+    def step_env(self, key: jax.Array, state: SuiteState, action, params: JaxMARLParams):
         """JaxMARL's step of one env, without its auto-reset.
 
         Args:
             key: a PRNG key.
             state: the `SuiteState` (JaxMARL's state, the episode's clock).
             action: int `[A]`, each agent's action.
-            params: the `SuiteParams`.
+            params: the `JaxMARLParams`.
 
         Returns:
             `(obs [A, ...], state, reward float32 [A], terminated bool [], info)`; the
                 truncation is in `state.truncated`; info has `agent_terminated` bool `[A]`
-                (an agent done before its episode ended) and, for SMAX, `won` float32 `[]`.
+                (an agent done before its episode ended), for SMAX `won` float32 `[]`, and
+                for an env with a shaped reward the env's own `[A]` as `SCORE_REWARD`, the
+                reward adding the shaped one times `params.shaped_reward_weight`.
         """
         inner = self.suite_state(state.inner)
         actions = {name: action[i] for i, name in enumerate(self.agent_names)}
-        obs, inner, rewards, dones, info = self.env.step_env(key, inner, actions)
+        obs, inner, rewards, dones, jax_info = self.env.step_env(key, inner, actions)
         time = state.time + 1
         ended = jnp.asarray(dones["__all__"], bool)
         at_limit = time >= params.max_steps_in_episode
@@ -184,8 +206,11 @@ class JaxMARLEnv(SuiteEnv):
         info = {"agent_terminated": agent_done & ~ended & ~at_limit}
         if self.info_outcomes:
             info["won"] = _smax_won(self.env, inner)
-        reward = jnp.stack([jnp.asarray(rewards[name], jnp.float32)
-                            for name in self.agent_names])
+        reward = self._per_agent(rewards)
+        if "shaped_reward" in jax_info:
+            info[SCORE_REWARD] = reward
+            reward = reward + params.shaped_reward_weight * self._per_agent(
+                jax_info["shaped_reward"])
         new_state = SuiteState(self._carried(inner), time, at_limit)
         return self._observe(obs, inner), new_state, reward, ended & ~at_limit, info
 
