@@ -28,7 +28,10 @@ BENCHMARKS = Path(__file__).resolve().parent
 REPO = BENCHMARKS.parent
 THRESHOLDS = {"CartPole-v1": 475.0, "Breakout-MinAtar": 10.0, "brax/inverted_pendulum": 950.0,
               "brax/hopper": 1500.0,  # the return that counts as solved
-              "jaxmarl/MPE_simple_spread_v3": -50.0}  # the team's
+              # the team's: MPE's, Overcooked's (one soup served an episode, paying both cooks
+              # 20), SMAX's (each of the five allies paid the team's reward)
+              "jaxmarl/MPE_simple_spread_v3": -50.0, "jaxmarl/overcooked": 40.0,
+              "jaxmarl/HeuristicEnemySMAX": 6.0}
 LAUNCHED_AT = "PEERS_LAUNCHED_AT"  # peers.py's wall clock at a driver's launch
 WARM_CACHE = "PEER_COMPILE_CACHE"  # the compile cache of a warm purerl side
 # jax.monitoring's durations of a compile: tracing and lowering, then XLA's compile (drivers

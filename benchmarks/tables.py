@@ -119,7 +119,10 @@ SUMMARY = [Setting(*fields) for fields in (
     ("sbx, RL Zoo CartPole (to 475)", "cartpole-zoo", 1, 8, "peers_sbx.json", "sbx", None),
     ("JaxMARL IPPO `ippo_ff_mpe.py`, MPE simple spread, 3 agents (to a team return of -50)",
      "mpe", 1, 16, "peers_jaxmarl.json", "jaxmarl-lean", "jaxmarl"))]
-PEER_FILES = list(dict.fromkeys([*PUREJAXRL, *(setting.results for setting in SUMMARY)]))
+# `peers.py --peer jaxmarl`'s: MPE, Overcooked and SMAX (`--rows ROW --out ...`)
+JAXMARL_FILES = ("peers_jaxmarl.json", "peers_jaxmarl_overcooked.json", "peers_jaxmarl_smax.json")
+PEER_FILES = list(dict.fromkeys([*PUREJAXRL, *(setting.results for setting in SUMMARY),
+                                 *JAXMARL_FILES]))
 
 
 def setting_line(setting: Setting, side: str, start: str, ours: str = "purerl") -> dict | None:
@@ -294,15 +297,23 @@ def iqm() -> str:
 
 
 def jaxmarl() -> str:
-    """JaxMARL's IPPO baseline against purerl at its settings (`peers.py --peer jaxmarl`)."""
-    result = load("peers_jaxmarl.json")
-    ours, theirs = result["purerl"], result["jaxmarl"]
-    tables = [("JaxMARL", table) for _, table in peer_tables(result)]
-    return (detail(tables, (PROCESS, "compile", SPS, TO_RETURN, FINAL))
+    """JaxMARL's baselines against purerl at their settings (`peers.py --peer jaxmarl`): MPE,
+    then Overcooked and SMAX, each results file with its caption."""
+    parts = []
+    for name in JAXMARL_FILES:
+        result = load(name)
+        ours, theirs = result["purerl"], result["jaxmarl"]
+        tables = [("JaxMARL", table) for _, table in peer_tables(result)]
+        turns = f"{result['repeats']} turn{'s' if result['repeats'] > 1 else ''}"
+        parts.append(
+            detail(tables, (PROCESS, "compile", SPS, TO_RETURN, FINAL))
             + f"\n\n*Measured {result['date'][:10]} on {result['machine']['cpus']} CPU "
             f"cores, purerl {ours['versions']['purerl']} (commit {ours['commit'][:7]}), "
             f"jaxmarl {theirs['versions']['jaxmarl']} (baselines at {theirs['commit'][:7]}), "
-            f"{result['repeats']} turns; `benchmarks/results/peers_jaxmarl.json`.*")
+            f"{turns}; `benchmarks/results/{name}`"
+            + (", assembled from the turn's per-side results" if "assembled" in result else "")
+            + ".*")
+    return "\n\n".join(parts)
 
 
 TABLES = {"summary": summary, "peers-detail": peers_detail, "learning": learning,
