@@ -8,9 +8,10 @@ agent (parameter sharing), GAE and the learner run per lane, and a seed's envs s
 devices keep each env's agents together. The episode statistics stay per env: an episode's
 return is the team's, summed over its agents, with each agent's own beside it.
 
-A lane ends (`terminated` or `truncated`) when its env's episode ends, and is `terminated`
-alone when its agent is done before that (`info["agent_terminated"]`: a dead SMAX unit), so
-that its value is not bootstrapped and a recurrent policy's memory restarts.
+A lane ends (`terminated` or `truncated`) when its env's episode ends, and only then: an agent
+done before that (a dead SMAX unit) stays in its lane, and its return counts what the env
+pays it to the episode's end (SMAX pays dead units the team's reward, so that an agent's
+sacrifice is credited to it), as JaxMARL's baselines and MAPPO's GAE count it.
 """
 
 from __future__ import annotations
@@ -156,9 +157,8 @@ def agent_lanes(reset_envs: Callable, step_envs: Callable, layout: LaneLayout,
         per_env = action.reshape(keys.shape[0], num_agents, *action.shape[1:])
         obs, env_state, reward, terminated, truncated, info = step_envs(
             keys, env_state, per_env, env_params, resets)
-        agent_terminated = info["agent_terminated"]  # [B, A]
-        lane_terminated = terminated[:, None] | agent_terminated
-        lane_truncated = truncated[:, None] & ~agent_terminated
+        lane_terminated = jnp.broadcast_to(terminated[:, None], reward.shape)
+        lane_truncated = jnp.broadcast_to(truncated[:, None], reward.shape)
         agent_returns = info["episode_return"]  # [B, A], zero where no episode ended
         done = info["episode_done"]
         own = {name: jnp.where(done, info[name], 0.0).astype(jnp.float32)

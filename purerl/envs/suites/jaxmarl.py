@@ -17,8 +17,8 @@ Signals: JaxMARL's `step_env` (the step without its auto-reset; purerl resets it
 limit (`env.max_steps`: MPE's 25, Overcooked's 400, SMAX's 100) it is `truncated` (bootstrap;
 MPE and Overcooked end only there), else `terminated` (SMAX's battle won or lost). purerl's
 own limit, `max_steps_in_episode` (the env's `max_steps` by default, else 1000), truncates
-too. An agent done before
-its episode ends (a dead SMAX unit) is `info["agent_terminated"]` for its own value.
+too. An agent's own done (a dead SMAX unit) ends nothing: the agent stays in the episode,
+paid what the env pays it until the episode ends (SMAX pays dead units the team's reward).
 
 Observations: each agent's array as JaxMARL gives it, cast to float32. Images (Overcooked's
 `[4, 5, 26]`, read from the array: its `observation_space` says `[5, 4, 26]`) keep their
@@ -189,9 +189,8 @@ class JaxMARLEnv(SuiteEnv):
 
         Returns:
             `(obs [A, ...], state, reward float32 [A], terminated bool [], info)`; the
-                truncation is in `state.truncated`; info has `agent_terminated` bool `[A]`
-                (an agent done before its episode ended), for SMAX `won` float32 `[]`, and
-                for an env with a shaped reward the env's own `[A]` as `SCORE_REWARD`, the
+                truncation is in `state.truncated`; info has, for SMAX, `won` float32 `[]`,
+                and for an env with a shaped reward the env's own `[A]` as `SCORE_REWARD`, the
                 reward adding the shaped one times `params.shaped_reward_weight`.
         """
         inner = self.suite_state(state.inner)
@@ -202,8 +201,7 @@ class JaxMARLEnv(SuiteEnv):
         at_limit = time >= params.max_steps_in_episode
         if self.own_limit is not None:
             at_limit = at_limit | (ended & (time >= self.own_limit))
-        agent_done = jnp.stack([jnp.asarray(dones[name], bool) for name in self.agent_names])
-        info = {"agent_terminated": agent_done & ~ended & ~at_limit}
+        info = {}
         if self.info_outcomes:
             info["won"] = _smax_won(self.env, inner)
         reward = self._per_agent(rewards)
