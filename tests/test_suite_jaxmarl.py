@@ -92,6 +92,15 @@ class ShapedProbe(RoleProbe):
         return obs, step, rewards, dones, {"shaped_reward": {"agent_0": 0.5, "agent_1": 0.25}}
 
 
+class NaNProbe(RoleProbe):
+    """RoleProbe whose agent_1 is paid NaN with probability 0.005 per step: the NaN guard's."""
+
+    def step_env(self, key, state, actions):
+        obs, step, rewards, dones, info = super().step_env(key, state, actions)
+        bad = jax.random.uniform(key) < 0.005
+        return obs, step, rewards | {"agent_1": jnp.where(bad, jnp.nan, 1.0)}, dones, info
+
+
 @pytest.fixture(scope="module")
 def spread():
     return make_env(EnvConfig(name="jaxmarl/MPE_simple_spread_v3"))
@@ -387,6 +396,30 @@ def test_central_critic_settings_are_checked():
 
 def _rows(run_dir):
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_the_nan_guard_stops_a_multi_agent_run_and_keeps_the_good_part(tmp_path):
+    """One agent's NaN reward (NaNProbe, first in update 8 of seed 0's 20) stops the run after
+    that update's chunk: the rows before it are finite, and the checkpoint of update 6 is the
+    last, its parameters finite."""
+    import purerl
+    from purerl.storage.restoring import restore_run
+
+    config = tiny_config(**{"env.name": "test_suite_jaxmarl:NaNProbe", "env.num_envs": 2,
+                            "ppo.num_steps": 8, "total_timesteps": 320, "log.tensorboard": False,
+                            "checkpoint.every": 2, "eval.every": 0})
+    summary = purerl.run(config, tmp_path, console=False)
+    assert summary["status"] == "nonfinite"
+    bad_update = int(summary["error"].split("at update ")[1].split(":")[0])
+    assert "non-finite loss" in summary["error"] and 2 < bad_update < 20
+    assert f"checkpoints/{(bad_update - 1) // 2 * 2} is the last good" in summary["error"]
+    rows = _rows(tmp_path)
+    assert [r["update"] for r in rows] == list(range(1, bad_update))
+    assert all(np.isfinite(r["value_loss"]) and np.isfinite(r["return/agent_1"])
+               for r in rows if r["return/agent_1"] is not None)
+    saved = restore_run(tmp_path, "final")
+    assert saved.update == (bad_update - 1) // 2 * 2
+    assert all(np.isfinite(np.asarray(x)).all() for x in jax.tree.leaves(saved.state.params))
 
 
 ROLE = ["+env=gymnax", "env.name=test_suite_jaxmarl:RoleProbe", "env.num_envs=16",
