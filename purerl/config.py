@@ -15,6 +15,7 @@ from typing import Any, Dict, List, NamedTuple, Optional
 
 SCHEDULED_HYPERPARAMS = ("lr", "ent_coef", "clip_eps", "vf_coef", "gamma", "gae_lambda")
 SCHEDULE_KINDS = ("constant", "linear", "cosine", "exponential", "piecewise")
+LR_SCHEDULES = ("adaptive_kl",)  # ppo.lr_schedule's rules besides null (the schedules)
 PRNG_IMPLS = ("threefry2x32", "rbg", "unsafe_rbg")
 ACTIVATIONS = ("tanh", "relu", "gelu", "swish", "silu", "elu", "leaky_relu", "sigmoid", "softplus")
 CONV_PADDINGS = ("SAME", "VALID")
@@ -133,6 +134,14 @@ class PPOConfig:
     vf_coef: float = 0.5
     max_grad_norm: float = 0.5
     target_kl: Optional[float] = None  # stop an update's epochs once approx KL > 1.5 x target_kl
+    # The learning rate's rule (LR_SCHEDULES): null, ppo.lr as anneal_lr / schedule.lr schedule
+    # it; adaptive_kl, rsl_rl's and Brax's: ppo.lr at first, then before each minibatch's step
+    # divided by 1.5 where its approx KL > 2 x desired_kl, times 1.5 where 0 < KL <
+    # desired_kl / 2, kept within [lr_min, lr_max]; the rate is each member's, in its state
+    lr_schedule: Optional[str] = None
+    desired_kl: float = 0.01
+    lr_min: float = 1e-5
+    lr_max: float = 1e-2
     schedule: SchedulesConfig = field(default_factory=SchedulesConfig)
     # Loss terms of a user's, "pkg.module:fn" each: `fn(params, batch, outputs, hparams) ->
     # (loss, metrics)`, the loss added to PPO's, each metric logged as loss/<name>
@@ -402,11 +411,11 @@ class Config:
             name: one of lr, ent_coef, clip_eps, vf_coef, gamma, gae_lambda.
 
         Returns:
-            `ppo.schedule.<name>`, or for lr with `ppo.anneal_lr` a linear schedule to 0
-                (nothing is written back).
+            `ppo.schedule.<name>`, or for lr with `ppo.anneal_lr` (and no `ppo.lr_schedule`,
+                whose rule replaces it) a linear schedule to 0 (nothing is written back).
         """
         schedule = getattr(self.ppo.schedule, name)
-        if name == "lr" and self.ppo.anneal_lr:
+        if name == "lr" and self.ppo.anneal_lr and self.ppo.lr_schedule is None:
             return ScheduleConfig(kind="linear", end=0.0)
         return schedule
 

@@ -15,6 +15,7 @@ from purerl.config import (
     ALGORITHM_PREFIX,
     CONV_PADDINGS,
     HYPERPARAMETER,
+    LR_SCHEDULES,
     MARL_CRITICS,
     PRNG_IMPLS,
     RNN_CELLS,
@@ -118,14 +119,32 @@ def _validate_ppo(config: Config) -> None:
                               + (", or null to turn it off" if name == "target_kl" else ""))
     _validate_sweep(config.sweep)
     _validate_pbt(config)
-    if ppo.anneal_lr and ppo.schedule.lr.kind != "constant":
+    if ppo.anneal_lr and ppo.schedule.lr.kind != "constant" and ppo.lr_schedule is None:
         raise ConfigError(
             f"ppo.anneal_lr=true and ppo.schedule.lr.kind={ppo.schedule.lr.kind} both set the lr "
             "schedule: use one"
         )
+    _validate_lr_schedule(ppo)
     for name in SCHEDULED_HYPERPARAMS:
         _validate_schedule(f"ppo.schedule.{name}", config.schedule(name))
     _validate_algorithm_schedules(config.algorithm.get("schedule"))
+
+
+def _validate_lr_schedule(ppo) -> None:
+    """`ppo.lr_schedule` and the KL-adaptive rate's settings."""
+    if ppo.lr_schedule is None:
+        return
+    if ppo.lr_schedule not in LR_SCHEDULES:
+        raise ConfigError(f"ppo.lr_schedule={ppo.lr_schedule!r} is not one of "
+                          f"{', '.join(LR_SCHEDULES)} (or null: ppo.schedule.lr)")
+    if ppo.schedule.lr.kind != "constant":
+        raise ConfigError(f"ppo.lr_schedule={ppo.lr_schedule} and ppo.schedule.lr.kind="
+                          f"{ppo.schedule.lr.kind} both set the lr: use one")
+    if not (math.isfinite(ppo.desired_kl) and ppo.desired_kl > 0):
+        raise ConfigError(f"ppo.desired_kl={ppo.desired_kl} must be > 0")
+    if not 0 < ppo.lr_min <= ppo.lr_max:
+        raise ConfigError(f"ppo.lr_min={ppo.lr_min} and ppo.lr_max={ppo.lr_max} must be "
+                          "0 < lr_min <= lr_max")
 
 
 def _validate_algorithm_schedules(schedules: Any) -> None:

@@ -24,6 +24,12 @@ from purerl.validation import check_devices, validate
     ({"ppo.clip_eps": 0.0}, "ppo.clip_eps=0.0 must be > 0"),
     ({"env.num_envs": 0}, "env.num_envs=0 must be > 0"),
     ({"ppo.target_kl": 0.0}, "ppo.target_kl=0.0 must be > 0"),
+    ({"ppo.lr_schedule": "kl"}, r"ppo.lr_schedule='kl' is not one of adaptive_kl \(or null"),
+    ({"ppo.lr_schedule": "adaptive_kl", "ppo.schedule.lr.kind": "cosine"},
+     "ppo.lr_schedule=adaptive_kl and ppo.schedule.lr.kind=cosine both set the lr: use one"),
+    ({"ppo.lr_schedule": "adaptive_kl", "ppo.desired_kl": 0.0}, "ppo.desired_kl=0.0 must be > 0"),
+    ({"ppo.lr_schedule": "adaptive_kl", "ppo.lr_min": 0.1},
+     r"ppo.lr_min=0.1 and ppo.lr_max=0.01 must be 0 < lr_min <= lr_max"),
     ({"network.activation": "sin"}, "network.activation='sin' is not one of"),
     ({"compile_cache": " "}, "compile_cache=' ' is empty: give a directory, auto"),
 ])

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from purerl.algos.learner import make_learner, make_optimizer, target_kl_stop
+from purerl.algos.learner import adaptive_kl_rate, make_learner, make_optimizer, target_kl_stop
 from purerl.core.losses import Batch, ppo_term
 from purerl.core.prng import SHUFFLE_ROUNDS, draw_bits
 from purerl.core.schedules import hyperparams_from_config
@@ -77,6 +77,63 @@ def test_target_kl_stops_the_update(setup):
     assert int(_learn(config, agent, params, batch, epochs=4, minibatches=2).opt_steps) == 8
     stopped = _learn(config, agent, params, batch, epochs=4, minibatches=2, target_kl=1e-9)
     assert int(stopped.opt_steps) == 1  # the first step (KL 0) always runs
+
+
+def test_the_adaptive_kl_rate_follows_a_hand_computed_sequence():
+    """rsl_rl's rule at desired KL 0.01 within [1e-4, 2e-3], from 1e-3: each KL moves the
+    rate as written beside it."""
+    rule = adaptive_kl_rate(desired_kl=0.01, lr_min=1e-4, lr_max=2e-3)
+    steps = [  # (the step's KL, the rate after it)
+        (0.0, 1e-3),  # an update's first step: KL 0, kept
+        (0.03, 1e-3 / 1.5),  # > 2 x 0.01: down
+        (0.02, 1e-3 / 1.5),  # not above 0.02: kept
+        (0.004, 1e-3),  # < 0.01 / 2: up
+        (0.005, 1e-3),  # not below 0.005: kept
+        (0.001, 1.5e-3),
+        (0.001, 2e-3),  # 2.25e-3 is past lr_max
+        (0.001, 2e-3),
+        *[(0.5, 2e-3 / 1.5 ** k) for k in range(1, 8)],  # 1.33e-3 ... 1.17e-4
+        (0.5, 1e-4),  # 7.8e-5 is below lr_min
+        (0.5, 1e-4),
+    ]
+    kls = jnp.asarray([kl for kl, _ in steps], jnp.float32)
+    rates = jax.jit(lambda kls: jax.lax.scan(
+        lambda lr, kl: (lambda new: (new, new))(rule({"loss/approx_kl": kl}, lr)),
+        jnp.float32(1e-3), kls)[1])(kls)
+    np.testing.assert_allclose(rates, [rate for _, rate in steps], rtol=1e-6)
+    with pytest.raises(ValueError, match="adaptive_kl reads loss/approx_kl, which no loss term"):
+        rule({"loss/kl": jnp.float32(0.0)}, jnp.float32(1e-3))
+
+
+def test_each_step_runs_at_the_rate_its_own_kl_sets(setup):
+    """A term whose gradient is 1 for every parameter and whose KL is 0.001 (below half of
+    0.01), with SGD: the 4 steps run at 1e-3 x 1.5, 1.5^2, 1.5^3, 1.5^4 (each step's KL moves
+    the rate before its own update, as Brax's and rsl_rl's), so every parameter falls by
+    their sum, and the update ends at the last one."""
+    import optax
+
+    config, agent, params, batch = setup
+
+    def term(params, minibatch, outputs, hp):
+        return (sum(jnp.sum(leaf) for leaf in jax.tree.leaves(params)),
+                {"approx_kl": jnp.float32(0.001)})
+
+    learner = make_learner(agent, [term], batch_size=BATCH, num_epochs=2, num_minibatches=2,
+                           prng_impl=config.prng_impl, optimizer=lambda hp: optax.sgd(hp.lr),
+                           rate_rule=adaptive_kl_rate(0.01, 1e-5, 1e-2))
+    hp = hyperparams_from_config(config)._replace(lr=jnp.float32(1e-3))
+    (bits,) = draw_bits(jax.random.key(3, impl=config.prng_impl), learner.shuffle_shape)
+    learned = jax.jit(learner.learn)(params, learner.init_opt_state(params, hp), batch, bits,
+                                     hp)
+    rates = [1e-3 * 1.5 ** k for k in range(1, 5)]
+    assert float(learned.lr) == pytest.approx(rates[-1], rel=1e-6)
+    for new, old in zip(jax.tree.leaves(learned.params), jax.tree.leaves(params)):
+        np.testing.assert_allclose(new, old - sum(rates), rtol=1e-5, atol=1e-6)
+    fixed = make_learner(agent, [term], batch_size=BATCH, num_epochs=1, num_minibatches=2,
+                         prng_impl=config.prng_impl)
+    assert fixed.learn(params, fixed.init_opt_state(params, hp), batch,
+                       draw_bits(jax.random.key(3, impl=config.prng_impl),
+                                 fixed.shuffle_shape)[0], hp).lr is None
 
 
 def test_gathering_per_step_equals_gathering_ahead(setup):

@@ -194,3 +194,35 @@ def test_plain_paths_train(make_config):
     assert all(np.isfinite(np.asarray(x)).all() for x in jax.tree.leaves(plain))
     assert not np.array_equal(np.asarray(cpu.scalars["loss/policy_loss"])[0],
                               np.asarray(plain.scalars["loss/policy_loss"]))
+
+
+def test_the_adaptive_rate_is_each_members_and_resumes_with_the_state(tmp_path):
+    """ppo.lr_schedule=adaptive_kl, 2 seeds: each seed's rate moves with its own KLs (the
+    final states' rates differ), the last row logs their mean, and a run resumed
+    from update 4's checkpoint logs the same rows and ends with the same rates."""
+    import json
+    import shutil
+
+    from conftest import tiny_config
+
+    import purerl
+    from purerl.runs.program_cache import ProgramCache
+    from purerl.storage.restoring import restore_run
+
+    config = tiny_config(**{"num_seeds": 2, "ppo.lr_schedule": "adaptive_kl", "ppo.lr": 1e-3,
+                            "ppo.desired_kl": 2e-4, "checkpoint.every": 4,
+                            "log.tensorboard": False, "log.progress": False})
+    cache, whole, resumed = ProgramCache(), tmp_path / "whole", tmp_path / "resumed"
+    purerl.run(config, whole, cache=cache, console=False)
+    rows = [json.loads(line) for line in (whole / "metrics.jsonl").read_text().splitlines()]
+    rates = np.asarray(restore_run(whole, "final").state.hparams.lr)
+    assert rates.shape == (2,) and rates[0] != rates[1]
+    assert len({row["learning_rate"] for row in rows}) > 2  # it moved, both ways or more
+    assert rows[-1]["learning_rate"] == pytest.approx(float(rates.mean()), rel=1e-6)
+    shutil.copytree(whole, resumed)
+    shutil.rmtree(resumed / "checkpoints" / "8")
+    (resumed / "summary.json").unlink()
+    config.resume = True
+    purerl.run(config, resumed, cache=cache, console=False)
+    assert (resumed / "metrics.jsonl").read_text() == (whole / "metrics.jsonl").read_text()
+    np.testing.assert_array_equal(restore_run(resumed, "final").state.hparams.lr, rates)

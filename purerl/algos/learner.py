@@ -4,8 +4,9 @@
 `learn(params, opt_state, batch, shuffle_bits, hparams) -> Learned` is a pure function of
 arrays. Each step sums the loss terms (`purerl.core.losses`), their metrics logged as
 `loss/<name>`; an optional stop rule (`StopRule`, e.g. `target_kl_stop`) ends an update's
-remaining steps from what the terms report (inside jit); the NaN guard's bits of the loss and
-gradients are set.
+remaining steps from what the terms report (inside jit), and an optional rate rule
+(`RateRule`, e.g. `adaptive_kl_rate`) sets each step's learning rate from them; the NaN
+guard's bits of the loss and gradients are set.
 
 The optimizer is an optax `GradientTransformation` on the parameter tree, made per update by an
 `Optimizer` factory from the update's (scheduled, traced) `HyperParams`; by default
@@ -47,6 +48,8 @@ class Learned(NamedTuple):
     info: Dict[str, jax.Array]
     opt_steps: jax.Array  # int32 [], optimizer steps applied
     nonfinite: jax.Array  # int32 [], NaN-guard bits of the loss (1) and gradients (2)
+    # float32 [], the learning rate after the update's steps under a `RateRule`; None without
+    lr: Optional[jax.Array] = None
 
 
 class Optimizer(Protocol):
@@ -105,6 +108,57 @@ def target_kl_stop(metric: str = "loss/approx_kl", factor: float = 1.5) -> StopR
     return stop
 
 
+class RateRule(Protocol):
+    """The learning rate of each optimizer step, from what the step's loss terms report.
+
+    Called after each step's loss and gradients, before its optimizer update, which then
+    runs at the rate it returns (`hparams.lr` of the optimizer's factory); an update's first
+    step starts from `hparams.lr`.
+    """
+
+    def __call__(self, metrics: Dict[str, jax.Array], lr: jax.Array) -> jax.Array:
+        """The step's rate.
+
+        Args:
+            metrics: the step's loss terms' metrics, scalars under their logged names
+                (`loss/<name>`), averaged over devices.
+            lr: float32 `[]`, the rate of the step before (or the update's `hparams.lr`).
+
+        Returns:
+            float32 `[]`.
+        """
+
+
+def adaptive_kl_rate(desired_kl: float, lr_min: float, lr_max: float,
+                     metric: str = "loss/approx_kl", factor: float = 1.5) -> RateRule:
+    """rsl_rl's KL-adaptive learning rate, as Brax's PPO has it (`ppo.lr_schedule=adaptive_kl`):
+    the rate divided by `factor` where the step's KL passes 2 x `desired_kl`, multiplied by it
+    where the KL is above 0 and below `desired_kl / 2`, and kept within `[lr_min, lr_max]` by
+    each move. The KL is the step's, measured before it (0 on an update's first step, which
+    then keeps the rate).
+
+    Args:
+        desired_kl: the KL aimed at (`ppo.desired_kl`).
+        lr_min: the lowest rate a step down reaches (`ppo.lr_min`).
+        lr_max: the highest rate a step up reaches (`ppo.lr_max`).
+        metric: the logged name of the KL estimate that a loss term reports.
+        factor: each move's factor.
+
+    Returns:
+        The `RateRule`.
+    """
+    def rate(metrics: Dict[str, jax.Array], lr: jax.Array) -> jax.Array:
+        if metric not in metrics:
+            raise ValueError(f"ppo.lr_schedule=adaptive_kl reads {metric}, which no loss term "
+                             f"reports (they report {sorted(metrics)})")
+        kl = metrics[metric]
+        lr = jnp.where(kl > 2.0 * desired_kl, jnp.maximum(lr_min, lr / factor), lr)
+        return jnp.where((kl < desired_kl / 2.0) & (kl > 0.0),
+                         jnp.minimum(lr_max, lr * factor), lr).astype(jnp.float32)
+
+    return rate
+
+
 class Learner(NamedTuple):
     """A learner made by `make_learner`: `learn(params, opt_state, batch, shuffle_bits,
     hparams) -> Learned` (`shuffle_bits`: uint32 of `shuffle_shape`, drawn by the caller) and
@@ -121,8 +175,9 @@ class MakeLearner(Protocol):
     def __call__(self, agent: Agent, loss_terms: Sequence[LossTerm], *, batch_size: int,
                  num_epochs: int, num_minibatches: int, prng_impl: str,
                  stop_rule: Optional[StopRule] = None, axis_name: Optional[str] = None,
-                 optimizer: Optional[Optimizer] = None) -> Learner:
-        """The learner of `loss_terms`.
+                 optimizer: Optional[Optimizer] = None,
+                 rate_rule: Optional[RateRule] = None) -> Learner:
+        """The learner of `loss_terms` (`rate_rule` is passed only when one is set).
 
         Args:
             agent: the agent whose network the terms are computed with.
@@ -135,6 +190,7 @@ class MakeLearner(Protocol):
             stop_rule: when to end an update's steps early; None: never.
             axis_name: the device axis gradients are averaged over; None on one device.
             optimizer: the factory of the optimizer; None: `default_optimizer`.
+            rate_rule: each step's learning rate; None: `hparams.lr` throughout.
 
         Returns:
             The `Learner`, as `make_learner` documents it.
@@ -244,12 +300,14 @@ class _Carry(NamedTuple):
     computed: jax.Array  # int32 []
     taken: jax.Array  # int32 [], optimizer steps applied
     nonfinite: jax.Array  # int32 []
+    lr: jax.Array  # float32 [], the last step's learning rate
 
 
 def make_learner(agent: Agent, loss_terms: Sequence[LossTerm], *, batch_size: int,
                  num_epochs: int, num_minibatches: int, prng_impl: str,
                  stop_rule: Optional[StopRule] = None, axis_name: Optional[str] = None,
-                 optimizer: Optional[Optimizer] = None) -> Learner:
+                 optimizer: Optional[Optimizer] = None,
+                 rate_rule: Optional[RateRule] = None) -> Learner:
     """The learner of a batch: `num_epochs` passes of `num_minibatches` minibatches, each step
     on the sum of `loss_terms`.
 
@@ -270,6 +328,8 @@ def make_learner(agent: Agent, loss_terms: Sequence[LossTerm], *, batch_size: in
         axis_name: the device axis that gradients, loss statistics and advantage statistics
             are averaged over; None on one device.
         optimizer: the factory of the optimizer (default: `default_optimizer`).
+        rate_rule: each step's learning rate (`adaptive_kl_rate`), the optimizer made anew
+            per step at it; None: the optimizer of `hparams` throughout.
 
     Returns:
         The `Learner`: `learn(params, opt_state, batch, shuffle_bits, hparams) -> Learned`,
@@ -310,7 +370,7 @@ def make_learner(agent: Agent, loss_terms: Sequence[LossTerm], *, batch_size: in
                                                            minibatch, hp),
             has_aux=True)
         # elementwise or by a global norm, when `carries_flat`
-        take_step = _make_step(grad_fn, make_opt(hp), stop_rule, hp, axis_name)
+        take_step = _make_step(grad_fn, make_opt, stop_rule, rate_rule, hp, axis_name)
         gather = lambda rows: _gather(batch, rows, recurrent, axis_name)  # noqa: E731
         permutations = lambda bits: permutations_from_bits(  # noqa: E731
             bits, batch_size, prng_impl, plan.packed_sort_bits, plan.index_shuffle)
@@ -341,7 +401,7 @@ def make_learner(agent: Agent, loss_terms: Sequence[LossTerm], *, batch_size: in
             jax.eval_shape(gather, jax.ShapeDtypeStruct((minibatch_size,), jnp.int32)), hp)[1]
         carry = _Carry(start, opt_start, jnp.bool_(False),
                        jax.tree.map(lambda m: jnp.zeros(m.shape, m.dtype), metric_shapes),
-                       jnp.int32(0), jnp.int32(0), jnp.int32(0))
+                       jnp.int32(0), jnp.int32(0), jnp.int32(0), jnp.asarray(hp.lr, jnp.float32))
         if by_epoch:
             carry = jax.lax.scan(epoch, carry, shuffle_bits if plan.permutation_per_epoch
                                  else permutations(shuffle_bits))[0]
@@ -356,7 +416,7 @@ def make_learner(agent: Agent, loss_terms: Sequence[LossTerm], *, batch_size: in
                    else carry.opt_state)
         return Learned(as_tree(carry.params), opt_end,
                        jax.tree.map(lambda total: total / computed, carry.info_sum),
-                       carry.taken, carry.nonfinite)
+                       carry.taken, carry.nonfinite, None if rate_rule is None else carry.lr)
 
     return Learner(shuffle_shape, learn, init_opt_state)
 
@@ -400,10 +460,13 @@ def _gather(batch: Batch, rows: jax.Array, recurrent: bool, axis_name: Optional[
         carry=batch.carry[rows])
 
 
-def _make_step(grad_fn, opt: optax.GradientTransformation, stop_rule: Optional[StopRule],
-               hp: HyperParams, axis_name: Optional[str]) -> Callable[[_Carry, Batch], _Carry]:
+def _make_step(grad_fn, make_opt: Optimizer, stop_rule: Optional[StopRule],
+               rate_rule: Optional[RateRule], hp: HyperParams,
+               axis_name: Optional[str]) -> Callable[[_Carry, Batch], _Carry]:
     """One optimizer step on a minibatch: gradients averaged over the devices, the NaN guard's
-    bits of the loss and gradients, and the step undone where `stop_rule` says so."""
+    bits of the loss and gradients, the rate `rate_rule` sets, and the step undone where
+    `stop_rule` says so."""
+    fixed_opt = make_opt(hp) if rate_rule is None else None
 
     def take_step(carry: _Carry, minibatch: Batch) -> _Carry:
         (loss, info), grads = grad_fn(per_device(carry.params, axis_name), minibatch, hp)
@@ -411,6 +474,11 @@ def _make_step(grad_fn, opt: optax.GradientTransformation, stop_rule: Optional[S
         loss_ok = jnp.isfinite(loss)
         grads_ok = jnp.isfinite(optax.tree.norm(grads))  # the norm clipping computes too
         nonfinite = carry.nonfinite | jnp.where(loss_ok, 0, 1) | jnp.where(grads_ok, 0, 2)
+        if rate_rule is None:
+            lr, opt = carry.lr, fixed_opt
+        else:
+            lr = rate_rule(info, carry.lr)
+            opt = make_opt(hp._replace(lr=lr))
         updates, opt_state = opt.update(grads, carry.opt_state, carry.params)
         params = optax.apply_updates(carry.params, updates)
         if stop_rule is None:
@@ -423,7 +491,7 @@ def _make_step(grad_fn, opt: optax.GradientTransformation, stop_rule: Optional[S
             )
         return _Carry(params, opt_state, exceeded,
                       jax.tree.map(jnp.add, carry.info_sum, info), carry.computed + 1,
-                      carry.taken + jnp.int32(~exceeded), nonfinite)
+                      carry.taken + jnp.int32(~exceeded), nonfinite, lr)
 
     return take_step
 

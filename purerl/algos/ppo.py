@@ -21,6 +21,7 @@ from purerl.algos.learner import (
     Learner,
     MakeLearner,
     Optimizer,
+    adaptive_kl_rate,
     make_learner,
     nonfinite_bits,
     target_kl_stop,
@@ -103,12 +104,16 @@ def make_ppo(
     early_stop = ppo.target_kl is not None or config.sweep.target_kl is not None
     objective = ppo_term(agent.policy, ppo.clip_value) if objective is None else objective
     num_lanes = num_envs * agent.num_agents  # one per agent of each env
+    # the KL-adaptive rate: each member's in its state's `hparams.lr`, carried across updates
+    adaptive = ppo.lr_schedule == "adaptive_kl"
+    rate_rule = {"rate_rule": adaptive_kl_rate(ppo.desired_kl, ppo.lr_min, ppo.lr_max)
+                 } if adaptive else {}
     learner = (make_learner if learner is None else learner)(
         agent, [objective, *loss_terms],
         batch_size=num_lanes if agent.recurrent else num_lanes * num_steps,
         num_epochs=ppo.num_epochs, num_minibatches=ppo.num_minibatches, prng_impl=impl,
         stop_rule=target_kl_stop() if early_stop else None, axis_name=axis_name,
-        optimizer=optimizer)
+        optimizer=optimizer, **rate_rule)
     draws = _UpdateDraws(agent, num_steps, num_envs, pool, learner.shuffle_shape, impl)
     env_params_at = shaping_schedule(env_config, env_params, num_steps * env_config.num_envs)
 
@@ -135,11 +140,16 @@ def make_ppo(
                 normalizer.obs, _merge_time_and_envs(tr.obs), axis_name))
         nonfinite = learned.nonfinite | nonfinite_bits(
             (learned.params, 4), (learned.opt_state, 8), ((normalizer.obs, normalizer.ret), 16))
+        if adaptive:
+            if learned.lr is None:
+                raise ValueError("ppo.lr_schedule=adaptive_kl: the learner took no rate_rule "
+                                 "(its Learned.lr is None); pass it on to make_learner")
+            hp = hp._replace(lr=learned.lr)
         metrics = _metrics(tr.value, returns, done.episodes, learned, hp, nonfinite, axis_name,
                            shaping_metrics(env_config, step_params))
+        hparams = state.hparams._replace(lr=learned.lr) if adaptive else state.hparams
         new_state = RunnerState(learned.params, learned.opt_state, done.env_state, done.obs,
-                                normalizer, key, state.update + 1, state.hparams,
-                                done.memory)
+                                normalizer, key, state.update + 1, hparams, done.memory)
         return new_state, metrics
 
     return Algorithm(init=_make_init(agent, learner, env_params, num_envs, impl, axis_name),
