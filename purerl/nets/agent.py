@@ -212,7 +212,7 @@ def make_agent(env_config: EnvConfig, network_config: NetworkConfig, env, env_pa
     num_groups = layout.num_groups if layout else 0
     # the network of one group reads the lanes without the group's one-hot
     network_shape = obs_shape[:-1] + (obs_shape[-1] - num_groups,)
-    value_inputs = state_size + len(names) * marl.agent_id if state_size else 0
+    value_inputs = layout.value_inputs if layout else 0
     bounds = None  # of what the network reads: a quantizing torso scales by them
     if network_config.vocab_size:
         clip = env_config.clip_obs

@@ -112,6 +112,13 @@ class LaneLayout(NamedTuple):
         """The groups `G` of separate parameters; 0 where every agent shares one set."""
         return max(self.groups) + 1 if self.groups else 0
 
+    @property
+    def value_inputs(self) -> int:
+        """The entries at the start of each lane that a central critic's value tower reads: the
+        global state, then (with `agent_id`) the agent's one-hot id; 0 without a global
+        state."""
+        return self.state_size + self.num_agents * self.agent_id if self.state_size else 0
+
     def lane_shape(self, agent_shape: Tuple[int, ...]) -> Tuple[int, ...]:
         """A lane's observation shape, of an agent's `agent_shape` (its last axis longer by
         the ids and the group's one-hot)."""
